@@ -1,0 +1,191 @@
+package scripted
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/agent-operator/agent-operator/internal/llm"
+)
+
+// ProviderName is the provider name of scripted clients.
+const ProviderName = "scripted"
+
+// Client replays a Script. It is safe for concurrent use.
+type Client struct {
+	script *Script
+	model  string
+}
+
+// New returns a client replaying s.
+func New(s *Script, model string) *Client {
+	return &Client{script: s, model: model}
+}
+
+// Complete returns the scripted turn for req.
+func (c *Client) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	turn, index, err := c.turn(req)
+	if err != nil {
+		return nil, err
+	}
+	return c.response(turn, index), nil
+}
+
+// Stream yields the scripted turn as deltas, then the finish event.
+func (c *Client) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
+	return func(yield func(llm.StreamEvent, error) bool) {
+		resp, err := c.Complete(ctx, req)
+		if err != nil {
+			yield(llm.StreamEvent{}, err)
+			return
+		}
+		for _, ev := range streamEvents(resp) {
+			if err := ctx.Err(); err != nil {
+				yield(llm.StreamEvent{}, err)
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (c *Client) turn(req *llm.Request) (Turn, int, error) {
+	turns := c.script.turnsFor(req.Messages)
+	index := 0
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleAssistant {
+			index++
+		}
+	}
+	if index >= len(turns) {
+		return Turn{}, index, &llm.Error{Kind: llm.KindInvalidRequest, Provider: ProviderName,
+			Message: fmt.Sprintf("script exhausted: the conversation asks for turn %d but the script has %d", index+1, len(turns))}
+	}
+	t := turns[index]
+	if t.Error != nil {
+		return t, index, &llm.Error{Kind: t.Error.Kind, Provider: ProviderName, StatusCode: t.Error.StatusCode,
+			Message: t.Error.Message, RetryAfter: time.Duration(t.Error.RetryAfterMs) * time.Millisecond}
+	}
+	if err := t.Expect.check(req); err != nil {
+		return t, index, &llm.Error{Kind: llm.KindInvalidRequest, Provider: ProviderName,
+			Message: fmt.Sprintf("turn %d: %v", index+1, err)}
+	}
+	return t, index, nil
+}
+
+func (c *Client) response(t Turn, index int) *llm.Response {
+	msg := llm.Message{Role: llm.RoleAssistant}
+	if t.Reasoning != "" {
+		msg.Content = append(msg.Content, llm.ContentPart{Kind: llm.PartReasoning, Text: t.Reasoning})
+	}
+	if t.Text != "" {
+		msg.Content = append(msg.Content, llm.ContentPart{Kind: llm.PartText, Text: t.Text})
+	}
+	for i, tc := range t.ToolCalls {
+		id := tc.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d_%d", index+1, i+1)
+		}
+		args := tc.Arguments
+		if len(args) == 0 {
+			args = []byte("{}")
+		}
+		msg.Content = append(msg.Content, llm.ContentPart{Kind: llm.PartToolCall,
+			ToolCall: &llm.ToolCall{ID: id, Name: tc.Name, Arguments: args}})
+	}
+	finish := llm.FinishStop
+	if len(t.ToolCalls) > 0 {
+		finish = llm.FinishToolCalls
+	}
+	usage := llm.Usage{}
+	if t.Usage != nil {
+		usage = *t.Usage
+	}
+	return &llm.Response{ID: fmt.Sprintf("scripted-%d", index+1), Model: c.model, Message: msg,
+		FinishReason: finish, Usage: usage}
+}
+
+func (e *Expect) check(req *llm.Request) error {
+	if e == nil {
+		return nil
+	}
+	if e.LastToolResultContains != "" {
+		last := ""
+		for _, m := range req.Messages {
+			for _, p := range m.Content {
+				if p.Kind == llm.PartToolResult && p.ToolResult != nil {
+					last = p.ToolResult.Content
+				}
+			}
+		}
+		if !strings.Contains(last, e.LastToolResultContains) {
+			return fmt.Errorf("expected the last tool result to contain %q, got %q", e.LastToolResultContains, clip(last))
+		}
+	}
+	if e.LastUserContains != "" {
+		last := ""
+		for _, m := range req.Messages {
+			if m.Role == llm.RoleUser && m.Text() != "" {
+				last = m.Text()
+			}
+		}
+		if !strings.Contains(last, e.LastUserContains) {
+			return fmt.Errorf("expected the last user message to contain %q, got %q", e.LastUserContains, clip(last))
+		}
+	}
+	if e.ReasoningEffort != nil && *e.ReasoningEffort != req.ReasoningEffort {
+		return fmt.Errorf("expected reasoning effort %q, got %q", *e.ReasoningEffort, req.ReasoningEffort)
+	}
+	return nil
+}
+
+func clip(s string) string {
+	const max = 200
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
+}
+
+// streamEvents renders resp as the events a streaming provider would send.
+func streamEvents(resp *llm.Response) []llm.StreamEvent {
+	var evs []llm.StreamEvent
+	for _, p := range resp.Message.Content {
+		switch p.Kind {
+		case llm.PartReasoning:
+			evs = append(evs, llm.StreamEvent{Type: llm.EventReasoningDelta, Delta: p.Text})
+		case llm.PartText:
+			for _, chunk := range chunks(p.Text) {
+				evs = append(evs, llm.StreamEvent{Type: llm.EventTextDelta, Delta: chunk})
+			}
+		case llm.PartToolCall:
+			tc := *p.ToolCall
+			evs = append(evs,
+				llm.StreamEvent{Type: llm.EventToolCallStart, ToolCall: &llm.ToolCall{ID: tc.ID, Name: tc.Name}},
+				llm.StreamEvent{Type: llm.EventToolCallDelta, ToolCall: &llm.ToolCall{ID: tc.ID, Name: tc.Name}, Delta: string(tc.Arguments)},
+				llm.StreamEvent{Type: llm.EventToolCallEnd, ToolCall: &tc})
+		}
+	}
+	return append(evs, llm.StreamEvent{Type: llm.EventFinish, Response: resp})
+}
+
+// chunks splits s after spaces into a few pieces, as a model streams tokens.
+func chunks(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := strings.IndexByte(s, ' ')
+		if i < 0 || len(s) < 16 {
+			return append(out, s)
+		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
+	}
+	return out
+}

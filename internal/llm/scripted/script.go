@@ -1,0 +1,130 @@
+package scripted
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/agent-operator/agent-operator/internal/llm"
+)
+
+// Script is a scripted conversation (YAML or JSON).
+//
+//	turns:                      # answers for the main conversation
+//	  - text: "Creating the file."
+//	    toolCalls:
+//	      - name: write_file
+//	        arguments: {file_path: hello.py, content: "print('Hello World')\n"}
+//	  - expect: {lastToolResultContains: "bytes"}
+//	    text: "Done."
+//	agents:                     # answers for conversations whose first user message matches
+//	  - match: "write tests"
+//	    turns: [{text: "Tests written."}]
+type Script struct {
+	Turns  []Turn  `json:"turns"`
+	Agents []Agent `json:"agents,omitempty"`
+}
+
+// Agent is a script for conversations whose first user message contains Match.
+type Agent struct {
+	Match string `json:"match"`
+	Turns []Turn `json:"turns"`
+}
+
+// Turn is one model response, or one error.
+type Turn struct {
+	Text      string     `json:"text,omitempty"`
+	Reasoning string     `json:"reasoning,omitempty"`
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	Usage     *llm.Usage `json:"usage,omitempty"`
+	// Error makes this turn fail instead of answering.
+	Error *Error `json:"error,omitempty"`
+	// Expect, if set, is checked against the request; a mismatch fails the
+	// call with an invalid-request error naming what was expected.
+	Expect *Expect `json:"expect,omitempty"`
+}
+
+// ToolCall is a scripted tool call. ID defaults to call_<turn>_<index>.
+type ToolCall struct {
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// Error is a scripted failure.
+type Error struct {
+	Kind         llm.ErrorKind `json:"kind"`
+	StatusCode   int           `json:"statusCode,omitempty"`
+	Message      string        `json:"message,omitempty"`
+	RetryAfterMs int           `json:"retryAfterMs,omitempty"`
+}
+
+// Expect describes what the request answered by a turn must contain.
+type Expect struct {
+	// LastToolResultContains must be a substring of the last tool result.
+	LastToolResultContains string `json:"lastToolResultContains,omitempty"`
+	// LastUserContains must be a substring of the last user-role text.
+	LastUserContains string `json:"lastUserContains,omitempty"`
+	// ReasoningEffort must equal the request's reasoning effort.
+	ReasoningEffort *string `json:"reasoningEffort,omitempty"`
+}
+
+// Parse reads a Script from YAML or JSON and validates it.
+func Parse(data []byte) (*Script, error) {
+	var s Script
+	if err := yaml.UnmarshalStrict(data, &s); err != nil {
+		return nil, fmt.Errorf("parse script: %w", err)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Validate checks that every turn answers or fails, and tool calls are named.
+func (s *Script) Validate() error {
+	var errs []error
+	check := func(where string, turns []Turn) {
+		for i, t := range turns {
+			if t.Error != nil && (t.Text != "" || len(t.ToolCalls) > 0) {
+				errs = append(errs, fmt.Errorf("%s turn %d: a turn is either an error or an answer", where, i+1))
+			}
+			for j, tc := range t.ToolCalls {
+				if tc.Name == "" {
+					errs = append(errs, fmt.Errorf("%s turn %d tool call %d: name is required", where, i+1, j+1))
+				}
+				if len(tc.Arguments) > 0 && !json.Valid(tc.Arguments) {
+					errs = append(errs, fmt.Errorf("%s turn %d tool call %d: arguments are not valid JSON", where, i+1, j+1))
+				}
+			}
+		}
+	}
+	check("main", s.Turns)
+	for i, a := range s.Agents {
+		if a.Match == "" {
+			errs = append(errs, fmt.Errorf("agent %d: match is required", i+1))
+		}
+		check(fmt.Sprintf("agent %q", a.Match), a.Turns)
+	}
+	return errors.Join(errs...)
+}
+
+// turnsFor picks the turns for the conversation in msgs.
+func (s *Script) turnsFor(msgs []llm.Message) []Turn {
+	first := ""
+	for _, m := range msgs {
+		if m.Role == llm.RoleUser {
+			first = m.Text()
+			break
+		}
+	}
+	for _, a := range s.Agents {
+		if strings.Contains(first, a.Match) {
+			return a.Turns
+		}
+	}
+	return s.Turns
+}

@@ -1,0 +1,82 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/agent-operator/agent-operator/internal/llm"
+)
+
+// Definition describes a tool to the model (name, description, JSON Schema
+// parameters whose root is an object).
+type Definition = llm.ToolDefinition
+
+// Executor runs one tool call. Anything the model can fix (bad arguments the
+// schema did not catch, missing file, non-unique edit, non-zero exit) is
+// returned as a Result with IsError set and a nil error. A non-nil error is
+// also reported to the model as an error result ("Tool error (name): ...");
+// it never stops the session.
+type Executor func(ctx context.Context, inv *Invocation) (Result, error)
+
+// Registered is a tool as the registry holds it.
+type Registered struct {
+	Definition Definition
+	Executor   Executor
+}
+
+// Invocation is everything an executor may use.
+type Invocation struct {
+	CallID    string
+	Name      string
+	Arguments json.RawMessage // already validated against the schema
+	Env       ExecutionEnvironment
+	// Subagents is nil when the session may not spawn subagents (depth limit
+	// reached or no spawner configured); subagent tools then return an error
+	// result saying so.
+	Subagents SubagentSpawner
+	// DefaultTimeout and MaxTimeout bound shell commands (SessionConfig,
+	// adjusted by the provider profile).
+	DefaultTimeout time.Duration
+	MaxTimeout     time.Duration
+	// Output streams incremental output (TOOL_CALL_OUTPUT_DELTA). Never nil.
+	Output func(delta string)
+}
+
+// Result is a tool's output as the model will see it before truncation.
+type Result struct {
+	Output  string
+	IsError bool
+	Images  []llm.Image // e.g. read_file on an image, for multimodal models
+}
+
+// SubagentSpawner creates and drives child agents (seed 000 §7). The loop
+// ships an in-process implementation; the operator implements it by creating
+// child AgentSession resources.
+type SubagentSpawner interface {
+	Spawn(ctx context.Context, req SpawnRequest) (SpawnResult, error)
+	SendInput(ctx context.Context, agentID, message string) error
+	Wait(ctx context.Context, agentID string) (SubAgentResult, error)
+	Close(ctx context.Context, agentID string) (status string, err error)
+}
+
+// SpawnRequest are the spawn_agent arguments.
+type SpawnRequest struct {
+	Task       string `json:"task"`
+	WorkingDir string `json:"working_dir,omitempty"`
+	Model      string `json:"model,omitempty"`
+	MaxTurns   int    `json:"max_turns,omitempty"`
+}
+
+// SpawnResult identifies a new subagent.
+type SpawnResult struct {
+	AgentID string `json:"agent_id"`
+	Status  string `json:"status"` // running | completed | failed
+}
+
+// SubAgentResult is what wait returns.
+type SubAgentResult struct {
+	Output    string `json:"output"`
+	Success   bool   `json:"success"`
+	TurnsUsed int    `json:"turns_used"`
+}
