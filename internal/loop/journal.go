@@ -3,7 +3,9 @@ package loop
 import "context"
 
 // Journal makes a session durable (seed 002 FR-RES-04). The session calls
-// Append for every event, in order, from one goroutine; Append may buffer.
+// Append for every event in Seq order; calls to Append are serialised but
+// may come from different goroutines, and Sync may run concurrently with
+// Append. Append may buffer, and must return when its ctx ends.
 // Sync blocks until every event appended so far is durable. The session calls
 // Sync at each boundary before it moves on:
 //

@@ -1,0 +1,366 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agent-operator/agent-operator/internal/loop/patch"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// EditFile returns the edit_file tool: exact old_string/new_string
+// replacement with a uniqueness check, replace_all, and a fallback that
+// matches after normalising whitespace and Unicode punctuation (reported in
+// the output). An empty old_string creates a new file.
+func EditFile(v Variant) tool.Registered {
+	desc := pick(v, map[Variant]string{
+		OpenAI: "Replaces an exact string in a file. old_string must match the file exactly (including indentation) and be unique unless replace_all is set; " +
+			"include enough surrounding lines to make it unique. An empty old_string creates a new file with new_string as its content.",
+		Anthropic: "Performs exact string replacements in files.\n\n" +
+			"Usage:\n" +
+			"- You must use your read_file tool at least once in the conversation before editing. This tool will error if you attempt an edit without reading the file.\n" +
+			"- When editing text from read_file output, ensure you preserve the exact indentation (tabs/spaces) as it appears AFTER the line number prefix. " +
+			"The line number prefix format is: line number + \" | \". Everything after that is the actual file content to match. Never include any part of the line number prefix in the old_string or new_string.\n" +
+			"- ALWAYS prefer editing existing files in the codebase. NEVER write new files unless explicitly required.\n" +
+			"- The edit will FAIL if old_string is not unique in the file. Either provide a larger string with more surrounding context to make it unique or use replace_all to change every instance of old_string.\n" +
+			"- Use replace_all for replacing and renaming strings across the file. This parameter is useful if you want to rename a variable for instance.",
+		Gemini: "Replaces text within a file. By default, replaces a single occurrence; set replace_all to replace every occurrence. " +
+			"This tool requires providing significant context around the change to ensure precise targeting. Always use the read_file tool to examine the file's current content before attempting a text replacement.\n\n" +
+			"Expectations for required parameters:\n" +
+			"1. old_string MUST be the exact literal text to replace (including all whitespace, indentation, newlines, and surrounding code etc.).\n" +
+			"2. new_string MUST be the exact literal text to replace old_string with. Ensure the resulting code is correct and idiomatic.\n" +
+			"3. NEVER escape old_string or new_string, that would break the exact literal text requirement.\n" +
+			"Important: If old_string does not identify a single location, the tool fails. Include at least 3 lines of context BEFORE and AFTER the target text.\n" +
+			"To create a new file, use an empty old_string and the file content as new_string.",
+	})
+	schema := objectSchema([]string{"file_path", "old_string", "new_string"},
+		p("file_path", "string", pick(v, map[Variant]string{
+			OpenAI:    "Absolute path to the file (or a path relative to the working directory).",
+			Anthropic: "The absolute path to the file to modify",
+			Gemini:    "The path to the file to modify (absolute, or relative to the working directory).",
+		})),
+		p("old_string", "string", pick(v, map[Variant]string{
+			OpenAI:    "The exact text to replace.",
+			Anthropic: "The text to replace",
+			Gemini:    "The exact literal text to replace, preferably unescaped. Include at least 3 lines of context before and after the target text, matching whitespace and indentation precisely.",
+		})),
+		p("new_string", "string", pick(v, map[Variant]string{
+			OpenAI:    "The replacement text.",
+			Anthropic: "The text to replace it with (must be different from old_string)",
+			Gemini:    "The exact literal text to replace old_string with, preferably unescaped.",
+		})),
+		p("replace_all", "boolean", pick(v, map[Variant]string{
+			OpenAI:    "Replace every occurrence of old_string (default false).",
+			Anthropic: "Replace all occurences of old_string (default false)",
+			Gemini:    "Optional: replace every occurrence of old_string instead of requiring a unique match (default false).",
+		})),
+	)
+	return tool.Registered{
+		Definition: tool.Definition{Name: "edit_file", Description: desc, Parameters: schema},
+		Executor:   editFile,
+	}
+}
+
+type editArgs struct {
+	FilePath   string   `json:"file_path"`
+	OldString  *string  `json:"old_string"`
+	NewString  *string  `json:"new_string"`
+	ReplaceAll flexBool `json:"replace_all"`
+}
+
+func editFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
+	var a editArgs
+	if msg, ok := decode(inv, &a); !ok {
+		return errorResult("%s", msg)
+	}
+	if msg, ok := requirePath("file_path", a.FilePath); !ok {
+		return errorResult("%s", msg)
+	}
+	if a.OldString == nil || a.NewString == nil {
+		return errorResult("Error: both \"old_string\" and \"new_string\" are required.")
+	}
+	oldS, newS := *a.OldString, *a.NewString
+	if len(oldS) > MaxWriteBytes || len(newS) > MaxWriteBytes {
+		return errorResult("Error: old_string and new_string may be at most %d bytes each.", MaxWriteBytes)
+	}
+	if oldS == newS {
+		return errorResult("Error: old_string and new_string are identical; there is nothing to change.")
+	}
+	exists, err := inv.Env.FileExists(ctx, a.FilePath)
+	if err != nil {
+		return envFailure(ctx, inv, "edit", a.FilePath, err)
+	}
+	if oldS == "" {
+		return createByEdit(ctx, inv, a.FilePath, newS, exists)
+	}
+	if !exists {
+		return errorResult("Error: cannot edit %s: it does not exist. To create it, use an empty old_string (or write_file).", a.FilePath)
+	}
+	fc, err := inv.Env.ReadFile(ctx, a.FilePath, tool.ReadOptions{})
+	if err != nil {
+		return envFailure(ctx, inv, "edit", a.FilePath, err)
+	}
+	if fc.Binary {
+		return errorResult("Error: cannot edit %s: it is a binary file.", a.FilePath)
+	}
+	content := string(fc.Content)
+
+	// A CRLF file edited with LF strings: match and write CRLF.
+	if strings.Contains(content, "\r\n") && !strings.Contains(oldS, "\r") && strings.Contains(oldS, "\n") &&
+		!strings.Contains(content, oldS) {
+		oldS = strings.ReplaceAll(oldS, "\n", "\r\n")
+		newS = strings.ReplaceAll(strings.ReplaceAll(newS, "\r\n", "\n"), "\n", "\r\n")
+	}
+
+	spans, level := findSpans(content, oldS)
+	if len(spans) == 0 {
+		return errorResult("Error: old_string was not found in %s (not even after normalising whitespace and Unicode punctuation). "+
+			"Read the file again and copy the text exactly, including indentation.", a.FilePath)
+	}
+	if len(spans) > 1 && !bool(a.ReplaceAll) {
+		return errorResult("Error: old_string matches %d locations in %s (first at lines %s). "+
+			"Provide more surrounding context to make it unique, or set replace_all to true to replace every occurrence.",
+			len(spans), a.FilePath, lineList(content, spans, 5))
+	}
+	var b strings.Builder
+	pos := 0
+	for _, s := range spans {
+		b.WriteString(content[pos:s[0]])
+		b.WriteString(newS)
+		pos = s[1]
+	}
+	b.WriteString(content[pos:])
+	if err := inv.Env.WriteFile(ctx, a.FilePath, []byte(b.String())); err != nil {
+		return envFailure(ctx, inv, "edit", a.FilePath, err)
+	}
+	line := strings.Count(content[:spans[0][0]], "\n") + 1
+	out := fmt.Sprintf("Edited %s: replaced %d occurrence(s) (first at line %d).", a.FilePath, len(spans), line)
+	switch level {
+	case matchWhitespace:
+		out += "\nNote: old_string did not match exactly; it matched after normalising whitespace. Check the result."
+	case matchUnicode:
+		out += "\nNote: old_string did not match exactly; it matched after normalising whitespace and Unicode punctuation (quotes, dashes, special spaces). Check the result."
+	}
+	return tool.Result{Output: out}, nil
+}
+
+func createByEdit(ctx context.Context, inv *tool.Invocation, path, content string, exists bool) (tool.Result, error) {
+	if exists {
+		fc, err := inv.Env.ReadFile(ctx, path, tool.ReadOptions{})
+		if err != nil {
+			return envFailure(ctx, inv, "edit", path, err)
+		}
+		if fc.Size > 0 {
+			return errorResult("Error: old_string is empty, which creates a new file, but %s already exists and is not empty. "+
+				"Provide the text to replace in old_string.", path)
+		}
+	}
+	if err := inv.Env.WriteFile(ctx, path, []byte(content)); err != nil {
+		return envFailure(ctx, inv, "edit", path, err)
+	}
+	return tool.Result{Output: fmt.Sprintf("Created %s (%d bytes).", path, len(content))}, nil
+}
+
+type matchLevel int
+
+const (
+	matchExact matchLevel = iota
+	matchWhitespace
+	matchUnicode
+)
+
+// findSpans returns the non-overlapping byte ranges of content matching
+// old: exactly; else line by line ignoring whitespace differences (then also
+// Unicode punctuation); else, for a single-line old, as a fragment of one
+// line after collapsing whitespace (then also Unicode punctuation).
+func findSpans(content, old string) ([][2]int, matchLevel) {
+	if n := strings.Count(content, old); n > 0 {
+		spans := make([][2]int, 0, n)
+		for from := 0; ; {
+			i := strings.Index(content[from:], old)
+			if i < 0 {
+				break
+			}
+			spans = append(spans, [2]int{from + i, from + i + len(old)})
+			from += i + len(old)
+		}
+		return spans, matchExact
+	}
+	if strings.TrimSpace(old) == "" {
+		return nil, matchExact
+	}
+	for _, f := range []patch.Fuzz{patch.FuzzTrailingWhitespace, patch.FuzzWhitespace, patch.FuzzUnicode} {
+		if spans := findLineSpans(content, old, f); len(spans) > 0 {
+			if f == patch.FuzzUnicode {
+				return spans, matchUnicode
+			}
+			return spans, matchWhitespace
+		}
+	}
+	if strings.Contains(strings.TrimSpace(old), "\n") {
+		return nil, matchExact
+	}
+	for _, lvl := range []matchLevel{matchWhitespace, matchUnicode} {
+		if spans := findFragmentSpans(content, old, lvl == matchUnicode); len(spans) > 0 {
+			return spans, lvl
+		}
+	}
+	return nil, matchExact
+}
+
+// findLineSpans matches the lines of old against whole lines of content,
+// each normalised at level f. The span starts at the first non-blank byte of
+// the first line unless old starts with whitespace, and ends at the last
+// non-blank byte of the last line unless old ends with whitespace (a final
+// newline of old includes the line's newline).
+func findLineSpans(content, old string, f patch.Fuzz) [][2]int {
+	o := strings.TrimSuffix(old, "\n")
+	trailingNL := len(o) < len(old)
+	o = strings.TrimSuffix(o, "\r")
+	oldLines := strings.Split(o, "\n")
+	want := make([]string, len(oldLines))
+	for i, l := range oldLines {
+		want[i] = f.Normalize(strings.TrimSuffix(l, "\r"))
+	}
+	// Each content line: [start, end) without "\r\n"/"\n"; next is the
+	// offset after its newline.
+	type line struct{ start, end, next int }
+	var lines []line
+	var norm []string
+	for pos := 0; pos < len(content); {
+		nl := strings.IndexByte(content[pos:], '\n')
+		next := len(content)
+		end := len(content)
+		if nl >= 0 {
+			end = pos + nl
+			next = end + 1
+		}
+		if end > pos && content[end-1] == '\r' && nl >= 0 {
+			end--
+		}
+		lines = append(lines, line{pos, end, next})
+		norm = append(norm, f.Normalize(content[pos:end]))
+		pos = next
+	}
+	m := len(want)
+	startsBlank := oldLines[0] != strings.TrimLeftFunc(oldLines[0], unicode.IsSpace)
+	last := oldLines[m-1]
+	endsBlank := last != strings.TrimRightFunc(last, unicode.IsSpace)
+	var spans [][2]int
+	for i := 0; i+m <= len(lines); {
+		match := true
+		for j := range m {
+			if norm[i+j] != want[j] {
+				match = false
+				break
+			}
+		}
+		if !match {
+			i++
+			continue
+		}
+		first, lastLine := lines[i], lines[i+m-1]
+		start := first.start
+		if !startsBlank {
+			text := content[first.start:first.end]
+			start += len(text) - len(strings.TrimLeftFunc(text, unicode.IsSpace))
+		}
+		end := lastLine.end
+		switch {
+		case trailingNL:
+			end = lastLine.next
+		case !endsBlank:
+			text := content[lastLine.start:lastLine.end]
+			end = lastLine.start + len(strings.TrimRightFunc(text, unicode.IsSpace))
+		}
+		if end < start {
+			end = start
+		}
+		spans = append(spans, [2]int{start, end})
+		i += m
+	}
+	return spans
+}
+
+// findFragmentSpans finds a single-line old inside lines of content after
+// collapsing whitespace (and, with punct, mapping Unicode punctuation).
+// Matches never cross a newline.
+func findFragmentSpans(content, old string, punct bool) [][2]int {
+	nOld, _, _ := normalizeMapped(strings.TrimSpace(old), punct)
+	if nOld == "" {
+		return nil
+	}
+	norm, starts, ends := normalizeMapped(content, punct)
+	var spans [][2]int
+	lastEnd := 0
+	for from := 0; ; {
+		i := strings.Index(norm[from:], nOld)
+		if i < 0 {
+			break
+		}
+		i += from
+		s, e := starts[i], ends[i+len(nOld)-1]
+		// One source rune may expand to several bytes ("…" to "..."): skip
+		// matches overlapping the previous one.
+		if s >= lastEnd && !strings.Contains(content[s:e], "\n") {
+			spans = append(spans, [2]int{s, e})
+			lastEnd = e
+		}
+		from = i + len(nOld)
+	}
+	return spans
+}
+
+// normalizeMapped collapses each run of whitespace in s to one space (and,
+// with punct, maps Unicode punctuation to ASCII). For every byte of the
+// result it returns the start and end offsets in s of the text it came from.
+func normalizeMapped(s string, punct bool) (string, []int, []int) {
+	var b strings.Builder
+	b.Grow(len(s))
+	starts := make([]int, 0, len(s))
+	ends := make([]int, 0, len(s))
+	inSpace := false
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if unicode.IsSpace(r) {
+			if inSpace {
+				ends[len(ends)-1] = i + size
+			} else {
+				b.WriteByte(' ')
+				starts = append(starts, i)
+				ends = append(ends, i+size)
+				inSpace = true
+			}
+			i += size
+			continue
+		}
+		inSpace = false
+		rep := s[i : i+size]
+		if punct {
+			rep = patch.PunctuationEquivalent(r)
+		}
+		b.WriteString(rep)
+		for range len(rep) {
+			starts = append(starts, i)
+			ends = append(ends, i+size)
+		}
+		i += size
+	}
+	return b.String(), starts, ends
+}
+
+// lineList names the lines where the first max spans start.
+func lineList(content string, spans [][2]int, max int) string {
+	var parts []string
+	for i, s := range spans {
+		if i == max {
+			parts = append(parts, "...")
+			break
+		}
+		parts = append(parts, fmt.Sprint(strings.Count(content[:s[0]], "\n")+1))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,134 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// fallbackTimeout is used when the Invocation carries no DefaultTimeout
+// (seed 000 default_command_timeout_ms).
+const fallbackTimeout = 10 * time.Second
+
+// TimeoutMessage is the exact text appended on timeout (seed 000 §5.4);
+// %d is the timeout in milliseconds.
+const TimeoutMessage = "[ERROR: Command timed out after %dms. Partial output is shown above.\n" +
+	"You can retry with a longer timeout by setting the timeout_ms parameter.]"
+
+// Shell returns the shell tool. It runs the command through
+// env.ExecCommand with Invocation.DefaultTimeout, or timeout_ms capped at
+// Invocation.MaxTimeout, streams output through Invocation.Output, and
+// returns the exit code, duration and combined stdout and stderr. A non-zero
+// exit or a timeout is an error result.
+func Shell(v Variant) tool.Registered {
+	desc := pick(v, map[Variant]string{
+		OpenAI: "Runs a shell command (bash -c) in the working directory and returns its output. " +
+			"Returns the exit code, the wall time and the combined stdout and stderr. " +
+			"Commands time out after 10 seconds unless timeout_ms is set; set it for builds and test suites.",
+		Anthropic: "Executes a given bash command with an optional timeout.\n\n" +
+			"Usage notes:\n" +
+			"- The command argument is required.\n" +
+			"- You can specify an optional timeout in milliseconds (timeout_ms). If not specified, the session's default timeout applies; the session also caps the maximum.\n" +
+			"- It is very helpful if you write a clear, concise description of what this command does in 5-10 words.\n" +
+			"- Avoid using this tool to run `find`, `grep`, `cat`, `head`, `tail`, `sed`, `awk`, or `echo` commands; use the dedicated tools (glob, grep, read_file, edit_file, write_file) instead.\n" +
+			"- When issuing multiple commands, use ';' or '&&' to separate them. DO NOT use newlines (newlines are ok in quoted strings).\n" +
+			"- Try to maintain your current working directory by using absolute paths and avoiding `cd`.",
+		Gemini: "This tool executes a given shell command as `bash -c <command>`. Command can start background processes using `&`. " +
+			"Command is executed as a subprocess in its own process group.\n\n" +
+			"The following information is returned:\n\n" +
+			"Exit code: exit code of the command.\n" +
+			"Duration: wall time of the command.\n" +
+			"Output: combined stdout and stderr of the command.",
+	})
+	schema := objectSchema([]string{"command"},
+		p("command", "string", pick(v, map[Variant]string{
+			OpenAI:    "The shell command to execute.",
+			Anthropic: "The command to execute",
+			Gemini:    "Exact bash command to execute as `bash -c <command>`",
+		})),
+		namedProp{"timeout_ms", prop{Type: "integer", Minimum: intMin(1), Description: pick(v, map[Variant]string{
+			OpenAI:    "The timeout for the command in milliseconds (default 10000).",
+			Anthropic: "Optional timeout in milliseconds",
+			Gemini:    "Optional: timeout in milliseconds (default 10000). Set it for long builds or test runs.",
+		})}},
+		p("description", "string", pick(v, map[Variant]string{
+			OpenAI: "Optional short description of what the command does.",
+			Anthropic: "Clear, concise description of what this command does in 5-10 words. Examples:\n" +
+				"Input: ls\nOutput: Lists files in current directory\n\n" +
+				"Input: git status\nOutput: Shows working tree status",
+			Gemini: "Brief description of the command for the user. Be specific and concise. Ideally a single sentence.",
+		})),
+	)
+	return tool.Registered{
+		Definition: tool.Definition{Name: "shell", Description: desc, Parameters: schema},
+		Executor:   shell,
+	}
+}
+
+type shellArgs struct {
+	Command     string  `json:"command"`
+	TimeoutMS   flexInt `json:"timeout_ms"`
+	Description string  `json:"description"`
+}
+
+// commandTimeout is the effective timeout of a call.
+func commandTimeout(inv *tool.Invocation, ms int) time.Duration {
+	t := inv.DefaultTimeout
+	if t <= 0 {
+		t = fallbackTimeout
+	}
+	if ms > 0 {
+		t = time.Duration(ms) * time.Millisecond
+	}
+	if inv.MaxTimeout > 0 && t > inv.MaxTimeout {
+		t = inv.MaxTimeout
+	}
+	return t
+}
+
+func shell(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
+	var a shellArgs
+	if msg, ok := decode(inv, &a); !ok {
+		return errorResult("%s", msg)
+	}
+	if strings.TrimSpace(a.Command) == "" {
+		return errorResult("Error: the \"command\" parameter is required and must not be empty.")
+	}
+	if a.TimeoutMS.v < 0 {
+		return errorResult("Error: timeout_ms must be a positive number of milliseconds (got %d).", a.TimeoutMS.v)
+	}
+	timeout := commandTimeout(inv, a.TimeoutMS.v)
+	out := inv.Output
+	if out == nil {
+		out = func(string) {}
+	}
+	res, err := inv.Env.ExecCommand(ctx, a.Command, tool.ExecOptions{
+		Timeout:  timeout,
+		OnOutput: func(chunk []byte) { out(string(chunk)) },
+	})
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return tool.Result{}, cerr
+		}
+		return errorResult("Error: failed to run the command: %v", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Exit code: %d\nDuration: %s\nOutput:\n", res.ExitCode, res.Duration.Round(time.Millisecond))
+	b.WriteString(res.Stdout)
+	if res.Stderr != "" {
+		if res.Stdout != "" && !strings.HasSuffix(res.Stdout, "\n") {
+			b.WriteByte('\n')
+		}
+		b.WriteString(res.Stderr)
+	}
+	if res.TimedOut {
+		if s := b.String(); !strings.HasSuffix(s, "\n") {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, TimeoutMessage, timeout.Milliseconds())
+	}
+	return tool.Result{Output: b.String(), IsError: res.TimedOut || res.ExitCode != 0}, nil
+}

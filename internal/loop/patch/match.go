@@ -1,0 +1,189 @@
+package patch
+
+import (
+	"strings"
+	"unicode"
+)
+
+// Fuzz is how loosely a hunk had to be matched against the file.
+type Fuzz int
+
+// Fuzz levels, from strictest to loosest.
+const (
+	// FuzzExact: lines matched byte for byte.
+	FuzzExact Fuzz = iota
+	// FuzzTrailingWhitespace: lines matched after removing trailing whitespace.
+	FuzzTrailingWhitespace
+	// FuzzWhitespace: lines matched ignoring leading, trailing and repeated
+	// inner whitespace.
+	FuzzWhitespace
+	// FuzzUnicode: as FuzzWhitespace, with Unicode punctuation (smart quotes,
+	// dashes, non-breaking and other special spaces) treated as ASCII.
+	FuzzUnicode
+)
+
+var fuzzLevels = []Fuzz{FuzzExact, FuzzTrailingWhitespace, FuzzWhitespace, FuzzUnicode}
+
+// String names the level for messages.
+func (f Fuzz) String() string {
+	switch f {
+	case FuzzExact:
+		return "exact"
+	case FuzzTrailingWhitespace:
+		return "ignoring trailing whitespace"
+	case FuzzWhitespace:
+		return "ignoring whitespace"
+	case FuzzUnicode:
+		return "ignoring whitespace and Unicode punctuation"
+	default:
+		return "unknown"
+	}
+}
+
+// Normalize returns s as compared at level f.
+func (f Fuzz) Normalize(s string) string {
+	switch f {
+	case FuzzTrailingWhitespace:
+		return strings.TrimRightFunc(s, unicode.IsSpace)
+	case FuzzWhitespace:
+		return strings.Join(strings.Fields(s), " ")
+	case FuzzUnicode:
+		return strings.Join(strings.Fields(NormalizePunctuation(s)), " ")
+	default:
+		return s
+	}
+}
+
+// NormalizePunctuation maps Unicode punctuation that models and editors
+// substitute for ASCII (typographic quotes, dashes, minus, special spaces,
+// ellipsis) to its ASCII equivalent.
+func NormalizePunctuation(s string) string {
+	if isASCII(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		b.WriteString(PunctuationEquivalent(r))
+	}
+	return b.String()
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// PunctuationEquivalent returns the ASCII equivalent of the Unicode
+// punctuation or special space r, or r itself.
+func PunctuationEquivalent(r rune) string {
+	switch r {
+	case '\u2010', '\u2011', '\u2012', '\u2013', '\u2014', '\u2015', '\u2212', '\uFE58', '\uFE63', '\uFF0D':
+		return "-"
+	case '\u2018', '\u2019', '\u201A', '\u201B', '\u2032', '\uFF07':
+		return "'"
+	case '\u201C', '\u201D', '\u201E', '\u201F', '\u2033', '\u00AB', '\u00BB', '\uFF02':
+		return "\""
+	case '\u00A0', '\u2002', '\u2003', '\u2004', '\u2005', '\u2006', '\u2007', '\u2008', '\u2009',
+		'\u200A', '\u202F', '\u205F', '\u3000':
+		return " "
+	case '\u2026':
+		return "..."
+	default:
+		return string(r)
+	}
+}
+
+// lineIndex caches the lines of a file normalised at each fuzz level.
+type lineIndex struct {
+	lines []string
+	norm  map[Fuzz][]string
+}
+
+func newLineIndex(lines []string) *lineIndex {
+	return &lineIndex{lines: lines, norm: map[Fuzz][]string{FuzzExact: lines}}
+}
+
+func (x *lineIndex) at(f Fuzz) []string {
+	if n, ok := x.norm[f]; ok {
+		return n
+	}
+	n := make([]string, len(x.lines))
+	for i, l := range x.lines {
+		n[i] = f.Normalize(l)
+	}
+	x.norm[f] = n
+	return n
+}
+
+func normalizeAll(lines []string, f Fuzz) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = f.Normalize(l)
+	}
+	return out
+}
+
+// find returns the positions >= from (or only the final position when
+// atEOF) where pattern matches, at the strictest level with any match, and
+// that level. Pattern must not be empty. At most limit positions are
+// returned.
+func (x *lineIndex) find(pattern []string, from int, atEOF bool, limit int) ([]int, Fuzz) {
+	n, m := len(x.lines), len(pattern)
+	if m == 0 || m > n || from > n-m {
+		return nil, FuzzExact
+	}
+	start := from
+	if atEOF {
+		start = n - m
+	}
+	for _, f := range fuzzLevels {
+		lines := x.at(f)
+		pat := normalizeAll(pattern, f)
+		var hits []int
+		for i := start; i <= n-m; i++ {
+			if equalAt(lines, i, pat) {
+				hits = append(hits, i)
+				if len(hits) >= limit {
+					break
+				}
+			}
+		}
+		if len(hits) > 0 {
+			return hits, f
+		}
+	}
+	return nil, FuzzExact
+}
+
+func equalAt(lines []string, i int, pat []string) bool {
+	for j, p := range pat {
+		if lines[i+j] != p {
+			return false
+		}
+	}
+	return true
+}
+
+// findHint returns the first line >= from matching hint (at any fuzz level,
+// then as a substring of a line ignoring whitespace), or -1.
+func (x *lineIndex) findHint(hint string, from int) (int, Fuzz) {
+	if hits, f := x.find([]string{hint}, from, false, 1); len(hits) > 0 {
+		return hits[0], f
+	}
+	want := FuzzUnicode.Normalize(hint)
+	if want == "" {
+		return -1, FuzzExact
+	}
+	lines := x.at(FuzzUnicode)
+	for i := from; i < len(lines); i++ {
+		if strings.Contains(lines[i], want) {
+			return i, FuzzUnicode
+		}
+	}
+	return -1, FuzzExact
+}

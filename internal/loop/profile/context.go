@@ -1,0 +1,178 @@
+package profile
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// DocsBudget is the byte budget of project instructions (seed 000 §6.5).
+const DocsBudget = 32 * 1024
+
+// DocsTruncatedMarker ends project instructions cut at DocsBudget.
+const DocsTruncatedMarker = "[Project instructions truncated at 32KB]"
+
+// git is the snapshot taken at session start (seed 000 §6.4).
+type git struct {
+	isRepo    bool
+	root      string
+	branch    string
+	modified  int
+	untracked int
+	commits   []string
+}
+
+// gitSnapshot runs a few git commands through env; any failure means "not a
+// git repository" or leaves a field empty.
+func gitSnapshot(ctx context.Context, env tool.ExecutionEnvironment, budget time.Duration) git {
+	run := func(cmd string) (string, bool) {
+		res, err := env.ExecCommand(ctx, cmd, tool.ExecOptions{Timeout: budget})
+		if err != nil || res.ExitCode != 0 || res.TimedOut {
+			return "", false
+		}
+		return strings.TrimRight(res.Stdout, "\n"), true
+	}
+	var g git
+	root, ok := run("git rev-parse --show-toplevel")
+	if !ok {
+		return g
+	}
+	g.isRepo, g.root = true, strings.TrimSpace(root)
+	if b, ok := run("git rev-parse --abbrev-ref HEAD"); ok {
+		g.branch = strings.TrimSpace(b)
+	}
+	if st, ok := run("git status --porcelain"); ok {
+		for _, l := range strings.Split(st, "\n") {
+			switch {
+			case l == "":
+			case strings.HasPrefix(l, "??"):
+				g.untracked++
+			default:
+				g.modified++
+			}
+		}
+	}
+	if log, ok := run("git log --oneline -n 10"); ok && log != "" {
+		g.commits = strings.Split(log, "\n")
+	}
+	return g
+}
+
+func (g git) summary() string {
+	if !g.isRepo {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n\n<git_snapshot>\n")
+	fmt.Fprintf(&b, "Current branch: %s\n", g.branch)
+	fmt.Fprintf(&b, "Status: %d modified, %d untracked\n", g.modified, g.untracked)
+	if len(g.commits) > 0 {
+		b.WriteString("Recent commits:\n")
+		for _, c := range g.commits {
+			b.WriteString("  " + c + "\n")
+		}
+	}
+	b.WriteString("</git_snapshot>\nThis snapshot was taken at session start; run git commands for the current state.")
+	return b.String()
+}
+
+// environmentBlock renders the <environment> block of seed 000 §6.3.
+func environmentBlock(env tool.ExecutionEnvironment, g git, now time.Time, model string) string {
+	branch := g.branch
+	if !g.isRepo {
+		branch = "(none)"
+	}
+	return fmt.Sprintf(`<environment>
+Working directory: %s
+Is git repository: %t
+Git branch: %s
+Platform: %s
+OS version: %s
+Today's date: %s
+Model: %s
+Knowledge cutoff: %s
+</environment>`, env.WorkingDirectory(), g.isRepo, branch, env.Platform(), env.OSVersion(),
+		now.Format("2006-01-02"), model, knowledgeCutoff(model))
+}
+
+// discoverDocs loads the instruction files from root down to wd, root
+// first, within DocsBudget (seed 000 §6.5).
+func discoverDocs(ctx context.Context, env tool.ExecutionEnvironment, root, wd string, files []string) string {
+	var b strings.Builder
+	for _, dir := range dirsBetween(root, wd) {
+		for _, name := range files {
+			p := path.Join(dir, name)
+			fc, err := env.ReadFile(ctx, p, tool.ReadOptions{MaxBytes: DocsBudget * 4})
+			if err != nil || fc.Binary {
+				continue // missing, outside the workspace, too large: skip
+			}
+			rel := strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
+			fmt.Fprintf(&b, "## %s\n\n%s\n\n", rel, strings.TrimSpace(string(fc.Content)))
+		}
+	}
+	docs := strings.TrimRight(b.String(), "\n")
+	if len(docs) > DocsBudget {
+		cut := DocsBudget
+		for cut > 0 && !utf8Start(docs[cut]) {
+			cut--
+		}
+		docs = docs[:cut] + "\n" + DocsTruncatedMarker
+	}
+	return docs
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// dirsBetween lists root, then each directory down to wd (inclusive). When
+// wd is not below root, only wd is listed.
+func dirsBetween(root, wd string) []string {
+	root, wd = path.Clean(root), path.Clean(wd)
+	rel, ok := strings.CutPrefix(wd, root)
+	if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) {
+		return []string{wd}
+	}
+	dirs := []string{root}
+	cur := root
+	for _, part := range strings.Split(strings.Trim(rel, "/"), "/") {
+		if part == "" {
+			continue
+		}
+		cur = path.Join(cur, part)
+		dirs = append(dirs, cur)
+	}
+	return dirs
+}
+
+// knowledgeCutoff is the training cutoff of well-known model families.
+func knowledgeCutoff(model string) string {
+	m := strings.ToLower(model)
+	for _, k := range []struct{ prefix, cutoff string }{
+		{"gpt-5", "2024-09"}, {"gpt-4.1", "2024-06"}, {"o3", "2024-06"}, {"o4", "2024-06"},
+		{"claude-opus-4", "2025-03"}, {"claude-sonnet-4", "2025-03"}, {"claude-haiku-4", "2025-02"},
+		{"claude-3", "2024-04"},
+		{"gemini-3", "2025-01"}, {"gemini-2.5", "2025-01"}, {"gemini-2", "2024-08"},
+	} {
+		if strings.HasPrefix(m, k.prefix) {
+			return k.cutoff
+		}
+	}
+	return "unknown"
+}
+
+// contextWindow is the context window of well-known models, else def.
+func contextWindow(model string, def int) int {
+	m := strings.ToLower(model)
+	switch {
+	case strings.HasPrefix(m, "gpt-5"):
+		return 400_000
+	case strings.HasPrefix(m, "claude"):
+		return 200_000
+	case strings.HasPrefix(m, "gemini"):
+		return 1_048_576
+	}
+	return def
+}

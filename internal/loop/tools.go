@@ -1,0 +1,139 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agent-operator/agent-operator/internal/llm"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+	"github.com/agent-operator/agent-operator/internal/loop/truncate"
+)
+
+// InterruptedResult is the error result given to a tool call that was
+// started before a restart and did not finish (it is never re-run).
+const InterruptedResult = "interrupted: the tool call was started before a restart and did not finish; it was not re-run and may have had side effects"
+
+// executeToolCalls runs the calls of one round, concurrently when the
+// profile supports parallel tool calls, and returns exactly one result per
+// call in call order.
+func (s *Session) executeToolCalls(ctx context.Context, calls []llm.ToolCall) []llm.ToolResult {
+	results := make([]llm.ToolResult, len(calls))
+	if !s.profile.Capabilities().ParallelToolCalls || len(calls) < 2 {
+		for i, c := range calls {
+			results[i] = s.executeTool(ctx, c)
+		}
+		return results
+	}
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() { results[i] = s.executeTool(ctx, c) })
+	}
+	wg.Wait()
+	return results
+}
+
+// executeTool is the pipeline of seed 000 §3.8: LOOKUP, VALIDATE, POLICY,
+// EXECUTE, TRUNCATE, EMIT, RETURN. Every failure becomes an error result.
+func (s *Session) executeTool(ctx context.Context, call llm.ToolCall) llm.ToolResult {
+	start := s.now()
+	fail := func(msg string) llm.ToolResult {
+		s.endTool(ctx, call, start, EventData{Error: msg, IsError: true})
+		return llm.ToolResult{CallID: call.ID, Name: call.Name, Content: s.truncate(call.Name, msg), IsError: true}
+	}
+	// The start must be durable before the tool runs: a restored session
+	// never re-runs a journaled start, and must not miss an unjournaled run.
+	if err := s.emitSync(ctx, EventToolCallStart, EventData{ToolName: call.Name, CallID: call.ID, Arguments: call.Arguments}); err != nil {
+		return fail(fmt.Sprintf("Tool error (%s): not run: %v", call.Name, err))
+	}
+	reg := s.profile.Registry()
+	registered, ok := reg.Get(call.Name)
+	if !ok {
+		return fail("Unknown tool: " + call.Name)
+	}
+	if err := reg.Validate(call.Name, call.Arguments); err != nil {
+		return fail(fmt.Sprintf("Tool error (%s): %v", call.Name, err))
+	}
+	if reason, allowed := s.checkPolicy(ctx, call); !allowed {
+		return fail(fmt.Sprintf("Tool error (%s): denied by policy: %s", call.Name, reason))
+	}
+	res, err := s.runExecutor(ctx, registered.Executor, call)
+	if err != nil {
+		return fail(fmt.Sprintf("Tool error (%s): %v", call.Name, err))
+	}
+	s.endTool(ctx, call, start, EventData{Output: res.Output, IsError: res.IsError})
+	return llm.ToolResult{CallID: call.ID, Name: call.Name, Content: s.truncate(call.Name, res.Output),
+		IsError: res.IsError, Images: res.Images}
+}
+
+func (s *Session) endTool(ctx context.Context, call llm.ToolCall, start time.Time, data EventData) {
+	data.ToolName, data.CallID = call.Name, call.ID
+	data.DurationMs = s.now().Sub(start).Milliseconds()
+	_ = s.emitSync(ctx, EventToolCallEnd, data)
+}
+
+func (s *Session) truncate(name, output string) string {
+	return truncate.Output(output, name, s.cfg.ToolOutputLimits, s.cfg.ToolLineLimits)
+}
+
+// checkPolicy asks the tool policy; Ask without an approver is Deny.
+func (s *Session) checkPolicy(ctx context.Context, call llm.ToolCall) (string, bool) {
+	if s.policy == nil {
+		return "", true
+	}
+	req := PolicyRequest{SessionID: s.id, ToolName: call.Name, CallID: call.ID,
+		Arguments: call.Arguments, Command: shellCommand(call.Arguments)}
+	v := s.policy.Check(ctx, req)
+	switch v.Decision {
+	case Allow, "":
+		return "", true
+	case Ask:
+		if s.approve == nil {
+			return "approval required and the session is headless (ask = deny): " + v.Reason, false
+		}
+		ok, err := s.approve(ctx, req, v.Reason)
+		if err != nil {
+			return "approval failed: " + err.Error(), false
+		}
+		if !ok {
+			return "rejected by the user: " + v.Reason, false
+		}
+		return "", true
+	default:
+		return v.Reason, false
+	}
+}
+
+// runExecutor calls the executor, turning panics into errors.
+func (s *Session) runExecutor(ctx context.Context, exec tool.Executor, call llm.ToolCall) (res tool.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	inv := &tool.Invocation{
+		CallID: call.ID, Name: call.Name, Arguments: call.Arguments, Env: s.env,
+		DefaultTimeout: s.defaultTimeout(), MaxTimeout: s.cfg.MaxCommandTimeout,
+		Output: func(delta string) { s.em.emitDelta(EventToolCallOutputDelta, call.ID, delta) },
+	}
+	if s.spawner != nil {
+		inv.Subagents = s.spawner
+	}
+	res, err = exec(ctx, inv)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		err = fmt.Errorf("aborted: %w", context.Cause(ctx))
+	}
+	return res, err
+}
+
+func (s *Session) defaultTimeout() time.Duration {
+	if s.cfg.DefaultCommandTimeout > 0 {
+		return s.cfg.DefaultCommandTimeout
+	}
+	if d := s.profile.Capabilities().DefaultCommandTimeout; d > 0 {
+		return d
+	}
+	return DefaultCommandTimeout
+}
