@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agent-operator/agent-operator/internal/llm"
@@ -17,11 +18,62 @@ const ProviderName = "scripted"
 type Client struct {
 	script *Script
 	model  string
+
+	mu       sync.Mutex
+	failures map[string]int // failures served per agent/turn, for Error.Times
 }
 
 // New returns a client replaying s.
 func New(s *Script, model string) *Client {
-	return &Client{script: s, model: model}
+	return &Client{script: s, model: model, failures: map[string]int{}}
+}
+
+// Reply is what a scripted turn does for one request: answer with
+// Response, or fail with Err (before anything is sent, or mid-stream after
+// the text of Response when MidStream is set).
+type Reply struct {
+	Response  *llm.Response
+	Err       *llm.Error
+	Code      string // provider error code for wire servers, may be empty
+	MidStream bool
+	Stall     bool
+}
+
+// Resolve picks the turn answering req and says what it does this time.
+// The error is an *llm.Error of kind invalid_request when the script is
+// exhausted or the turn's expectation does not hold. Wire-protocol test
+// servers use it; Complete and Stream are built on it.
+func (c *Client) Resolve(req *llm.Request) (Reply, error) {
+	turn, index, err := c.turn(req)
+	if err != nil {
+		return Reply{}, err
+	}
+	r := Reply{Response: c.response(turn, index), Stall: turn.Stall}
+	if turn.Error != nil && c.failNow(req, index, turn.Error) {
+		r.Err = &llm.Error{Kind: turn.Error.Kind, Provider: ProviderName, StatusCode: turn.Error.StatusCode,
+			Message: turn.Error.Message, Code: turn.Error.Code,
+			RetryAfter: time.Duration(turn.Error.RetryAfterMs) * time.Millisecond}
+		r.Code = turn.Error.Code
+		r.MidStream = turn.Error.MidStream
+	}
+	return r, nil
+}
+
+// failNow reports whether turn index with error e fails this time, counting
+// failures when e.Times is set.
+func (c *Client) failNow(req *llm.Request, index int, e *Error) bool {
+	if e.Times <= 0 {
+		return true
+	}
+	_, agent := c.script.turnsFor(req.Messages)
+	key := fmt.Sprintf("%s\x00%d", agent, index)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failures[key] >= e.Times {
+		return false
+	}
+	c.failures[key]++
+	return true
 }
 
 // Complete returns the scripted turn for req.
@@ -29,24 +81,40 @@ func (c *Client) Complete(ctx context.Context, req *llm.Request) (*llm.Response,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	turn, index, err := c.turn(req)
+	r, err := c.Resolve(req)
 	if err != nil {
 		return nil, err
 	}
-	return c.response(turn, index), nil
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return r.Response, nil
 }
 
-// Stream yields the scripted turn as deltas, then the finish event.
+// Stream yields the scripted turn as deltas, then the finish event. A
+// mid-stream error is yielded after the text deltas.
 func (c *Client) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
 	return func(yield func(llm.StreamEvent, error) bool) {
-		resp, err := c.Complete(ctx, req)
+		if err := ctx.Err(); err != nil {
+			yield(llm.StreamEvent{}, err)
+			return
+		}
+		r, err := c.Resolve(req)
 		if err != nil {
 			yield(llm.StreamEvent{}, err)
 			return
 		}
-		for _, ev := range streamEvents(resp) {
+		if r.Err != nil && !r.MidStream {
+			yield(llm.StreamEvent{}, r.Err)
+			return
+		}
+		for _, ev := range streamEvents(r.Response) {
 			if err := ctx.Err(); err != nil {
 				yield(llm.StreamEvent{}, err)
+				return
+			}
+			if r.Err != nil && ev.Type != llm.EventTextDelta {
+				yield(llm.StreamEvent{}, r.Err)
 				return
 			}
 			if !yield(ev, nil) {
@@ -57,7 +125,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Str
 }
 
 func (c *Client) turn(req *llm.Request) (Turn, int, error) {
-	turns := c.script.turnsFor(req.Messages)
+	turns, _ := c.script.turnsFor(req.Messages)
 	index := 0
 	for _, m := range req.Messages {
 		if m.Role == llm.RoleAssistant {
@@ -69,10 +137,6 @@ func (c *Client) turn(req *llm.Request) (Turn, int, error) {
 			Message: fmt.Sprintf("script exhausted: the conversation asks for turn %d but the script has %d", index+1, len(turns))}
 	}
 	t := turns[index]
-	if t.Error != nil {
-		return t, index, &llm.Error{Kind: t.Error.Kind, Provider: ProviderName, StatusCode: t.Error.StatusCode,
-			Message: t.Error.Message, RetryAfter: time.Duration(t.Error.RetryAfterMs) * time.Millisecond}
-	}
 	if err := t.Expect.check(req); err != nil {
 		return t, index, &llm.Error{Kind: llm.KindInvalidRequest, Provider: ProviderName,
 			Message: fmt.Sprintf("turn %d: %v", index+1, err)}

@@ -129,3 +129,42 @@ func TestParseRejectsBadScripts(t *testing.T) {
 		})
 	}
 }
+
+func TestErrorTimesFailsThenAnswers(t *testing.T) {
+	s, err := Parse([]byte(`turns: [{error: {kind: server, statusCode: 503, times: 2}, text: "finally"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(s, "m")
+	for i, want := range []llm.ErrorKind{llm.KindServer, llm.KindServer, ""} {
+		resp, err := c.Complete(t.Context(), conversation("hi"))
+		if llm.KindOf(err) != want && !(want == "" && err == nil) {
+			t.Fatalf("request %d: err %v, want kind %q", i+1, err, want)
+		}
+		if want == "" && resp.Text() != "finally" {
+			t.Fatalf("request %d: text %q", i+1, resp.Text())
+		}
+	}
+}
+
+func TestMidStreamErrorComesAfterTheText(t *testing.T) {
+	s, err := Parse([]byte(`turns: [{text: "partial words here", error: {kind: server, midStream: true}}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	var got error
+	for ev, err := range New(s, "m").Stream(t.Context(), conversation("hi")) {
+		if err != nil {
+			got = err
+			break
+		}
+		text.WriteString(ev.Delta)
+	}
+	if llm.KindOf(got) != llm.KindServer || text.String() != "partial words here" {
+		t.Fatalf("text %q then %v", text.String(), got)
+	}
+	if _, err := New(s, "m").Complete(t.Context(), conversation("hi")); llm.KindOf(err) != llm.KindServer {
+		t.Fatalf("Complete: %v", err)
+	}
+}

@@ -45,6 +45,11 @@ type Turn struct {
 	// Expect, if set, is checked against the request; a mismatch fails the
 	// call with an invalid-request error naming what was expected.
 	Expect *Expect `json:"expect,omitempty"`
+	// Stall makes the wire-protocol test servers (internal/llm/llmtest)
+	// stop a streamed answer after its first text delta and send nothing
+	// more until the client goes away, for cancellation and idle-watchdog
+	// tests. The in-memory client ignores it.
+	Stall bool `json:"stall,omitempty"`
 }
 
 // ToolCall is a scripted tool call. ID defaults to call_<turn>_<index>.
@@ -60,6 +65,18 @@ type Error struct {
 	StatusCode   int           `json:"statusCode,omitempty"`
 	Message      string        `json:"message,omitempty"`
 	RetryAfterMs int           `json:"retryAfterMs,omitempty"`
+	// Code is the provider error type or code the wire-protocol test
+	// servers put in the error body (e.g. "overloaded_error"); by default
+	// one matching Kind.
+	Code string `json:"code,omitempty"`
+	// Times, when positive, makes the turn fail only for its first Times
+	// requests and answer with its text and tool calls afterwards (so
+	// retries can be tested). The count is kept per client (per server).
+	Times int `json:"times,omitempty"`
+	// MidStream makes a streamed request fail after the turn's text has
+	// been streamed, as an in-stream error event; a non-streamed request
+	// fails as usual.
+	MidStream bool `json:"midStream,omitempty"`
 }
 
 // Expect describes what the request answered by a turn must contain.
@@ -89,8 +106,8 @@ func (s *Script) Validate() error {
 	var errs []error
 	check := func(where string, turns []Turn) {
 		for i, t := range turns {
-			if t.Error != nil && (t.Text != "" || len(t.ToolCalls) > 0) {
-				errs = append(errs, fmt.Errorf("%s turn %d: a turn is either an error or an answer", where, i+1))
+			if t.Error != nil && t.Error.Times <= 0 && !t.Error.MidStream && (t.Text != "" || len(t.ToolCalls) > 0) {
+				errs = append(errs, fmt.Errorf("%s turn %d: a turn is either an error or an answer (unless error.times or error.midStream is set)", where, i+1))
 			}
 			for j, tc := range t.ToolCalls {
 				if tc.Name == "" {
@@ -112,8 +129,9 @@ func (s *Script) Validate() error {
 	return errors.Join(errs...)
 }
 
-// turnsFor picks the turns for the conversation in msgs.
-func (s *Script) turnsFor(msgs []llm.Message) []Turn {
+// turnsFor picks the turns for the conversation in msgs, and the key of the
+// agent they belong to ("" for the main turns).
+func (s *Script) turnsFor(msgs []llm.Message) ([]Turn, string) {
 	first := ""
 	for _, m := range msgs {
 		if m.Role == llm.RoleUser {
@@ -123,8 +141,8 @@ func (s *Script) turnsFor(msgs []llm.Message) []Turn {
 	}
 	for _, a := range s.Agents {
 		if strings.Contains(first, a.Match) {
-			return a.Turns
+			return a.Turns, a.Match
 		}
 	}
-	return s.Turns
+	return s.Turns, ""
 }

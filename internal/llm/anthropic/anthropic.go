@@ -1,0 +1,573 @@
+package anthropic
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/anthropics/anthropic-sdk-go/packages/param"
+
+	"github.com/agent-operator/agent-operator/internal/llm"
+	"github.com/agent-operator/agent-operator/internal/llm/internal/httpx"
+)
+
+// ProviderName is the provider name of this adapter, used in llm.Error and
+// as the ContentPart.Provider of the raw parts it produces.
+const ProviderName = "anthropic"
+
+// DefaultBaseURL is the Anthropic API root.
+const DefaultBaseURL = "https://api.anthropic.com"
+
+// Defaults.
+const (
+	DefaultMaxOutputTokens   = 32000
+	DefaultStreamIdleTimeout = 2 * time.Minute
+	DefaultRequestTimeout    = 10 * time.Minute
+)
+
+// Thinking budgets for ReasoningEffort values.
+var thinkingBudgets = map[string]int64{
+	"minimal": 1024,
+	"low":     2048,
+	"medium":  8192,
+	"high":    24576,
+	"xhigh":   32768,
+	"max":     49152,
+}
+
+// Config configures a Client. Only APIKey and BaseURL are used for
+// credentials and endpoint; the environment is never read.
+type Config struct {
+	APIKey string
+	// BaseURL is the API root without /v1 (DefaultBaseURL when empty).
+	BaseURL string
+	// Model is used when a Request leaves Model empty.
+	Model string
+	// MaxOutputTokens is max_tokens when a Request leaves it zero.
+	MaxOutputTokens int
+	// StreamIdleTimeout ends a stream that sends no bytes for this long
+	// with a network error (DefaultStreamIdleTimeout when zero; negative
+	// disables it).
+	StreamIdleTimeout time.Duration
+	// RequestTimeout bounds one non-streamed request (DefaultRequestTimeout
+	// when zero).
+	RequestTimeout time.Duration
+	HTTPClient     *http.Client
+}
+
+// Options are the Request.ProviderOptions["anthropic"] settings.
+type Options struct {
+	// BetaHeaders are sent as anthropic-beta.
+	BetaHeaders []string `json:"beta_headers,omitempty"`
+	// DisableCache turns the prompt-caching breakpoints off.
+	DisableCache bool `json:"disable_cache,omitempty"`
+}
+
+// Client is the Anthropic Messages adapter. It is safe for concurrent use.
+type Client struct {
+	cfg      Config
+	messages sdk.MessageService
+}
+
+// New returns a client for cfg.
+func New(cfg Config) (*Client, error) {
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	if cfg.MaxOutputTokens <= 0 {
+		cfg.MaxOutputTokens = DefaultMaxOutputTokens
+	}
+	if cfg.StreamIdleTimeout == 0 {
+		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	drop := []string{}
+	if cfg.APIKey == "" {
+		drop = append(drop, "X-Api-Key", "Authorization")
+	}
+	// NewMessageService with explicit options only: sdk.NewClient would
+	// add DefaultClientOptions, which read ANTHROPIC_API_KEY,
+	// ANTHROPIC_BASE_URL, ANTHROPIC_AUTH_TOKEN, profiles and custom headers
+	// from the environment.
+	opts := []option.RequestOption{
+		option.WithHTTPClient(httpx.Client(cfg.HTTPClient, drop...)),
+		option.WithBaseURL(cfg.BaseURL),
+		option.WithMaxRetries(0),
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+	return &Client{cfg: cfg, messages: sdk.NewMessageService(opts...)}, nil
+}
+
+// Complete sends req and returns the whole response.
+func (c *Client) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	params, opts, err := c.params(req)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, option.WithRequestTimeout(c.cfg.RequestTimeout))
+	msg, err := c.messages.New(ctx, params, opts...)
+	if err != nil {
+		return nil, mapError(ctx, nil, err)
+	}
+	return convertMessage(msg)
+}
+
+// Stream sends req and yields its events, ending with EventFinish.
+func (c *Client) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
+	return func(yield func(llm.StreamEvent, error) bool) {
+		params, opts, err := c.params(req)
+		if err != nil {
+			yield(llm.StreamEvent{}, err)
+			return
+		}
+		w := &httpx.Watch{MaxBytes: maxStreamBytes, Idle: max(c.cfg.StreamIdleTimeout, 0)}
+		sctx := httpx.WithWatch(ctx, w)
+		stream := c.messages.NewStreaming(sctx, params, opts...)
+		defer stream.Close()
+		var acc sdk.Message
+		calls := map[int64]*llm.ToolCall{}
+		done := false
+		for stream.Next() {
+			ev := stream.Current()
+			if err := acc.Accumulate(ev); err != nil {
+				yield(llm.StreamEvent{}, &llm.Error{Kind: llm.KindUnknown, Provider: ProviderName, Message: "accumulate stream: " + err.Error()})
+				return
+			}
+			var out []llm.StreamEvent
+			switch ev.Type {
+			case "content_block_start":
+				if ev.ContentBlock.Type == "tool_use" {
+					tc := &llm.ToolCall{ID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name}
+					calls[ev.Index] = tc
+					out = append(out, llm.StreamEvent{Type: llm.EventToolCallStart, ToolCall: &llm.ToolCall{ID: tc.ID, Name: tc.Name}})
+				}
+			case "content_block_delta":
+				switch ev.Delta.Type {
+				case "text_delta":
+					out = append(out, llm.StreamEvent{Type: llm.EventTextDelta, Delta: ev.Delta.Text})
+				case "thinking_delta":
+					out = append(out, llm.StreamEvent{Type: llm.EventReasoningDelta, Delta: ev.Delta.Thinking})
+				case "input_json_delta":
+					if tc := calls[ev.Index]; tc != nil && ev.Delta.PartialJSON != "" {
+						out = append(out, llm.StreamEvent{Type: llm.EventToolCallDelta, ToolCall: &llm.ToolCall{ID: tc.ID, Name: tc.Name}, Delta: ev.Delta.PartialJSON})
+					}
+				}
+			case "content_block_stop":
+				if tc := calls[ev.Index]; tc != nil && int(ev.Index) < len(acc.Content) {
+					end := *tc
+					end.Arguments = toolInput(acc.Content[ev.Index].Input)
+					out = append(out, llm.StreamEvent{Type: llm.EventToolCallEnd, ToolCall: &end})
+				}
+			case "message_stop":
+				done = true
+			}
+			for _, e := range out {
+				if !yield(e, nil) {
+					return
+				}
+			}
+		}
+		if err := stream.Err(); err != nil {
+			yield(llm.StreamEvent{}, mapError(ctx, w, err))
+			return
+		}
+		if !done {
+			if err := httpx.Failure(ctx, ProviderName, w, nil); err != nil {
+				yield(llm.StreamEvent{}, err)
+				return
+			}
+			yield(llm.StreamEvent{}, httpx.Incomplete(ProviderName))
+			return
+		}
+		resp, err := convertMessage(&acc)
+		if err != nil {
+			yield(llm.StreamEvent{}, err)
+			return
+		}
+		yield(llm.StreamEvent{Type: llm.EventFinish, Response: resp}, nil)
+	}
+}
+
+func toolInput(raw json.RawMessage) json.RawMessage {
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		return json.RawMessage("{}")
+	}
+	return append(json.RawMessage(nil), raw...)
+}
+
+// params builds the SDK request for req.
+func (c *Client) params(req *llm.Request) (sdk.MessageNewParams, []option.RequestOption, error) {
+	var opts Options
+	if raw := req.ProviderOptions[ProviderName]; len(raw) > 0 {
+		if err := json.Unmarshal(raw, &opts); err != nil {
+			return sdk.MessageNewParams{}, nil, invalid("providerOptions.anthropic: %v", err)
+		}
+	}
+	model := req.Model
+	if model == "" {
+		model = c.cfg.Model
+	}
+	if model == "" {
+		return sdk.MessageNewParams{}, nil, invalid("no model given")
+	}
+	maxTokens := int64(req.MaxOutputTokens)
+	if maxTokens <= 0 {
+		maxTokens = int64(c.cfg.MaxOutputTokens)
+	}
+	p := sdk.MessageNewParams{Model: sdk.Model(model), MaxTokens: maxTokens}
+
+	var system []sdk.TextBlockParam
+	var rest []llm.Message
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleSystem {
+			if t := m.Text(); t != "" {
+				system = append(system, sdk.TextBlockParam{Text: t})
+			}
+			continue
+		}
+		rest = append(rest, m)
+	}
+	cache := !opts.DisableCache
+	if cache && len(system) > 0 {
+		system[len(system)-1].CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+	p.System = system
+
+	msgs, err := convertMessages(rest)
+	if err != nil {
+		return sdk.MessageNewParams{}, nil, err
+	}
+	if cache && len(msgs) > 0 {
+		last := &msgs[len(msgs)-1]
+		for i := len(last.Content) - 1; i >= 0; i-- {
+			if setCache(&last.Content[i]) {
+				break
+			}
+		}
+	}
+	p.Messages = msgs
+
+	for i, t := range req.Tools {
+		schema := t.Parameters
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		tool := &sdk.ToolParam{Name: t.Name, InputSchema: param.Override[sdk.ToolInputSchemaParam](schema)}
+		if t.Description != "" {
+			tool.Description = param.NewOpt(t.Description)
+		}
+		if cache && i == len(req.Tools)-1 {
+			tool.CacheControl = sdk.NewCacheControlEphemeralParam()
+		}
+		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: tool})
+	}
+
+	thinking := false
+	switch effort := strings.ToLower(req.ReasoningEffort); effort {
+	case "", "none":
+	case "adaptive":
+		p.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
+		thinking = true
+	default:
+		budget, ok := thinkingBudgets[effort]
+		if !ok {
+			return sdk.MessageNewParams{}, nil, invalid("reasoning effort %q: want one of none, minimal, low, medium, high, xhigh, max, adaptive", req.ReasoningEffort)
+		}
+		// budget_tokens must be ≥ 1024 and < max_tokens.
+		if p.MaxTokens <= 1024 {
+			p.MaxTokens += 1024
+		}
+		budget = min(budget, p.MaxTokens-1)
+		p.Thinking = sdk.ThinkingConfigParamUnion{OfEnabled: &sdk.ThinkingConfigEnabledParam{BudgetTokens: budget}}
+		thinking = true
+	}
+
+	if len(req.Tools) > 0 {
+		parallel := req.ParallelToolCalls == nil || *req.ParallelToolCalls
+		switch req.ToolChoice {
+		case llm.ToolChoiceNone:
+			p.ToolChoice = sdk.ToolChoiceUnionParam{OfNone: &sdk.ToolChoiceNoneParam{}}
+		case llm.ToolChoiceRequired:
+			if thinking {
+				// Forced tool use is not allowed with extended thinking.
+				p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{DisableParallelToolUse: param.NewOpt(!parallel)}}
+			} else {
+				p.ToolChoice = sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{DisableParallelToolUse: param.NewOpt(!parallel)}}
+			}
+		default:
+			p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{DisableParallelToolUse: param.NewOpt(!parallel)}}
+		}
+	}
+
+	var ropts []option.RequestOption
+	if len(opts.BetaHeaders) > 0 {
+		ropts = append(ropts, option.WithHeader("anthropic-beta", strings.Join(opts.BetaHeaders, ",")))
+	}
+	return p, ropts, nil
+}
+
+func setCache(b *sdk.ContentBlockParamUnion) bool {
+	cc := sdk.NewCacheControlEphemeralParam()
+	switch {
+	case b.OfText != nil:
+		b.OfText.CacheControl = cc
+	case b.OfImage != nil:
+		b.OfImage.CacheControl = cc
+	case b.OfToolUse != nil:
+		b.OfToolUse.CacheControl = cc
+	case b.OfToolResult != nil:
+		b.OfToolResult.CacheControl = cc
+	default:
+		return false
+	}
+	return true
+}
+
+// convertMessages maps the conversation. Tool results (RoleTool messages,
+// or tool-result parts anywhere) are gathered into the next user message,
+// ahead of its other content; every tool_use of an assistant message that
+// has no result gets an error result so the API accepts the history.
+func convertMessages(msgs []llm.Message) ([]sdk.MessageParam, error) {
+	var out []sdk.MessageParam
+	var results []sdk.ContentBlockParamUnion // tool_result blocks waiting for the user message
+	var userRest []sdk.ContentBlockParamUnion
+	var pending []string // tool_use ids of the last assistant message not yet answered
+	answered := map[string]bool{}
+
+	flushUser := func() {
+		if len(results) == 0 && len(userRest) == 0 && len(pending) == 0 {
+			return
+		}
+		for _, id := range pending {
+			if !answered[id] {
+				results = append(results, sdk.ContentBlockParamUnion{OfToolResult: &sdk.ToolResultBlockParam{
+					ToolUseID: id, IsError: param.NewOpt(true),
+					Content: []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: "tool call was not executed"}}}}})
+			}
+		}
+		blocks := append(results, userRest...)
+		if len(blocks) > 0 {
+			out = append(out, sdk.MessageParam{Role: sdk.MessageParamRoleUser, Content: blocks})
+		}
+		results, userRest, pending = nil, nil, nil
+		answered = map[string]bool{}
+	}
+
+	for _, m := range msgs {
+		switch m.Role {
+		case llm.RoleUser, llm.RoleTool:
+			for _, part := range m.Content {
+				switch part.Kind {
+				case llm.PartToolResult:
+					if part.ToolResult == nil {
+						continue
+					}
+					answered[part.ToolResult.CallID] = true
+					results = append(results, toolResultBlock(part.ToolResult))
+				case llm.PartText:
+					if part.Text != "" {
+						userRest = append(userRest, sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: part.Text}})
+					}
+				case llm.PartImage:
+					if part.Image != nil {
+						userRest = append(userRest, imageBlock(part.Image))
+					}
+				}
+			}
+		case llm.RoleAssistant:
+			flushUser()
+			var blocks []sdk.ContentBlockParamUnion
+			for _, part := range m.Content {
+				switch part.Kind {
+				case llm.PartText:
+					if part.Text != "" {
+						blocks = append(blocks, sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: part.Text}})
+					}
+				case llm.PartReasoning:
+					if part.Provider != ProviderName || len(part.Raw) == 0 {
+						continue // another provider's reasoning cannot be replayed
+					}
+					b, err := rawThinking(part.Raw)
+					if err != nil {
+						return nil, err
+					}
+					blocks = append(blocks, b)
+				case llm.PartToolCall:
+					if part.ToolCall == nil {
+						continue
+					}
+					var input any = map[string]any{}
+					if len(part.ToolCall.Arguments) > 0 && json.Valid(part.ToolCall.Arguments) {
+						input = json.RawMessage(part.ToolCall.Arguments)
+					}
+					blocks = append(blocks, sdk.ContentBlockParamUnion{OfToolUse: &sdk.ToolUseBlockParam{
+						ID: part.ToolCall.ID, Name: part.ToolCall.Name, Input: input}})
+					pending = append(pending, part.ToolCall.ID)
+				}
+			}
+			if len(blocks) > 0 {
+				out = append(out, sdk.MessageParam{Role: sdk.MessageParamRoleAssistant, Content: blocks})
+			} else {
+				pending = nil
+			}
+		}
+	}
+	flushUser()
+	return out, nil
+}
+
+func toolResultBlock(r *llm.ToolResult) sdk.ContentBlockParamUnion {
+	content := []sdk.ToolResultBlockParamContentUnion{}
+	if r.Content != "" || len(r.Images) == 0 {
+		text := r.Content
+		if text == "" {
+			text = "(no output)"
+		}
+		content = append(content, sdk.ToolResultBlockParamContentUnion{OfText: &sdk.TextBlockParam{Text: text}})
+	}
+	for i := range r.Images {
+		img := imageBlock(&r.Images[i])
+		content = append(content, sdk.ToolResultBlockParamContentUnion{OfImage: img.OfImage})
+	}
+	return sdk.ContentBlockParamUnion{OfToolResult: &sdk.ToolResultBlockParam{
+		ToolUseID: r.CallID, IsError: param.NewOpt(r.IsError), Content: content}}
+}
+
+func imageBlock(img *llm.Image) sdk.ContentBlockParamUnion {
+	return sdk.ContentBlockParamUnion{OfImage: &sdk.ImageBlockParam{Source: sdk.ImageBlockParamSourceUnion{
+		OfBase64: &sdk.Base64ImageSourceParam{Data: base64.StdEncoding.EncodeToString(img.Data),
+			MediaType: sdk.Base64ImageSourceMediaType(img.MediaType)}}}}
+}
+
+// rawThinking rebuilds a thinking or redacted_thinking block from Raw.
+func rawThinking(raw json.RawMessage) (sdk.ContentBlockParamUnion, error) {
+	var b struct {
+		Type      string `json:"type"`
+		Thinking  string `json:"thinking"`
+		Signature string `json:"signature"`
+		Data      string `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return sdk.ContentBlockParamUnion{}, invalid("reasoning part: raw block: %v", err)
+	}
+	switch b.Type {
+	case "thinking":
+		return sdk.ContentBlockParamUnion{OfThinking: &sdk.ThinkingBlockParam{Thinking: b.Thinking, Signature: b.Signature}}, nil
+	case "redacted_thinking":
+		return sdk.ContentBlockParamUnion{OfRedactedThinking: &sdk.RedactedThinkingBlockParam{Data: b.Data}}, nil
+	}
+	return sdk.ContentBlockParamUnion{}, invalid("reasoning part: raw block type %q", b.Type)
+}
+
+func convertMessage(msg *sdk.Message) (*llm.Response, error) {
+	resp := &llm.Response{ID: msg.ID, Model: string(msg.Model), Message: llm.Message{Role: llm.RoleAssistant}}
+	for _, b := range msg.Content {
+		switch b.Type {
+		case "text":
+			resp.Message.Content = append(resp.Message.Content, llm.ContentPart{Kind: llm.PartText, Text: b.Text})
+		case "thinking":
+			raw, _ := json.Marshal(map[string]string{"type": "thinking", "thinking": b.Thinking, "signature": b.Signature})
+			resp.Message.Content = append(resp.Message.Content, llm.ContentPart{Kind: llm.PartReasoning, Text: b.Thinking, Provider: ProviderName, Raw: raw})
+		case "redacted_thinking":
+			raw, _ := json.Marshal(map[string]string{"type": "redacted_thinking", "data": b.Data})
+			resp.Message.Content = append(resp.Message.Content, llm.ContentPart{Kind: llm.PartReasoning, Provider: ProviderName, Raw: raw})
+		case "tool_use":
+			resp.Message.Content = append(resp.Message.Content, llm.ContentPart{Kind: llm.PartToolCall,
+				ToolCall: &llm.ToolCall{ID: b.ID, Name: b.Name, Arguments: toolInput(b.Input)}})
+		}
+	}
+	u := msg.Usage
+	resp.Usage = llm.Usage{
+		InputTokens:      u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
+		OutputTokens:     u.OutputTokens,
+		CacheReadTokens:  u.CacheReadInputTokens,
+		CacheWriteTokens: u.CacheCreationInputTokens,
+	}
+	resp.FinishReason = finishReason(msg.StopReason)
+	if resp.FinishReason == llm.FinishStop && len(resp.ToolCalls()) > 0 {
+		resp.FinishReason = llm.FinishToolCalls
+	}
+	return resp, nil
+}
+
+func finishReason(r sdk.StopReason) llm.FinishReason {
+	switch r {
+	case sdk.StopReasonEndTurn, sdk.StopReasonStopSequence:
+		return llm.FinishStop
+	case sdk.StopReasonToolUse:
+		return llm.FinishToolCalls
+	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:
+		return llm.FinishLength
+	case sdk.StopReasonRefusal:
+		return llm.FinishContentFilter
+	case sdk.StopReasonPauseTurn:
+		return llm.FinishOther
+	}
+	return llm.FinishOther
+}
+
+func invalid(format string, args ...any) error {
+	return &llm.Error{Kind: llm.KindInvalidRequest, Provider: ProviderName, Message: fmt.Sprintf(format, args...)}
+}
+
+// mapError turns an SDK or transport error into an *llm.Error (or ctx's
+// error). The SDK error is not kept: it holds the request.
+func mapError(ctx context.Context, w *httpx.Watch, err error) error {
+	var apiErr *sdk.Error
+	if !errors.As(err, &apiErr) {
+		return httpx.Failure(ctx, ProviderName, w, err)
+	}
+	var body struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal([]byte(apiErr.RawJSON()), &body)
+	e := &llm.Error{Provider: ProviderName, StatusCode: apiErr.StatusCode, Code: body.Error.Type, Message: body.Error.Message}
+	if e.Code == "" {
+		e.Code = string(apiErr.Type())
+	}
+	if apiErr.Response != nil {
+		e.RetryAfter = llm.ParseRetryAfter(apiErr.Response.Header, time.Now())
+		if e.StatusCode == 0 {
+			e.StatusCode = apiErr.Response.StatusCode
+		}
+	}
+	switch e.Code {
+	case "authentication_error":
+		e.Kind = llm.KindAuthentication
+	case "permission_error":
+		e.Kind = llm.KindPermission
+	case "rate_limit_error":
+		e.Kind = llm.KindRateLimit
+	case "overloaded_error", "api_error", "timeout_error":
+		e.Kind = llm.KindServer
+	case "request_too_large":
+		e.Kind = llm.KindContextLength
+	default:
+		e.Kind = llm.KindForStatus(e.StatusCode)
+		if e.Kind == llm.KindUnknown {
+			e.Kind = llm.KindServer // an in-stream error without a known type
+		}
+	}
+	if (e.Kind == llm.KindInvalidRequest || e.Kind == llm.KindUnknown) && llm.IsContextLengthMessage(e.Message) {
+		e.Kind = llm.KindContextLength
+	}
+	if e.Message == "" {
+		e.Message = http.StatusText(e.StatusCode)
+	}
+	return e
+}

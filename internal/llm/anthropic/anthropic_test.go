@@ -1,0 +1,185 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/agent-operator/agent-operator/internal/llm"
+	"github.com/agent-operator/agent-operator/internal/llm/llmtest"
+)
+
+// newClient builds the adapter under test for a fake server.
+var newClient = llmtest.Constructor(New, targetConfig)
+
+// targetConfig is the adapter configuration for a test target.
+func targetConfig(tg llmtest.Target) Config {
+	return Config{APIKey: tg.APIKey, BaseURL: tg.BaseURL, Model: tg.Model, StreamIdleTimeout: tg.StreamIdleTimeout}
+}
+
+func TestSuite(t *testing.T) {
+	llmtest.Suite{
+		Protocol:     llmtest.Anthropic,
+		New:          newClient,
+		SecretEnv:    []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_CUSTOM_HEADERS"},
+		CheckRequest: checkRequests,
+	}.Run(t)
+}
+
+func checkRequests(t *testing.T, reqs []llmtest.Request) {
+	first, second := reqs[0], reqs[1]
+	if got := first.Header.Get("X-Api-Key"); got != "test-key" {
+		t.Fatalf("X-Api-Key = %q", got)
+	}
+	if first.Header.Get("Anthropic-Version") == "" {
+		t.Fatal("no Anthropic-Version header")
+	}
+	// System prompt top-level with a cache breakpoint.
+	if llmtest.Path(first.Body, "system", 0, "text") != "You are a helpful assistant." || llmtest.Path(first.Body, "system", 0, "cache_control", "type") != "ephemeral" {
+		t.Fatalf("system = %v", first.Body["system"])
+	}
+	// Thinking budget from effort high, below max_tokens.
+	if llmtest.Path(first.Body, "thinking", "type") != "enabled" || llmtest.Path(first.Body, "thinking", "budget_tokens") != float64(24576) || first.Body["max_tokens"] != float64(DefaultMaxOutputTokens) {
+		t.Fatalf("thinking = %v max_tokens = %v", first.Body["thinking"], first.Body["max_tokens"])
+	}
+	if llmtest.Path(first.Body, "tools", 1, "cache_control", "type") != "ephemeral" || llmtest.Path(first.Body, "tools", 0, "input_schema", "required", 0) != "location" {
+		t.Fatalf("tools = %v", first.Body["tools"])
+	}
+	if llmtest.Path(first.Body, "tool_choice", "type") != "auto" || llmtest.Path(first.Body, "tool_choice", "disable_parallel_tool_use") != false {
+		t.Fatalf("tool_choice = %v", first.Body["tool_choice"])
+	}
+	msgs, _ := second.Body["messages"].([]any)
+	if len(msgs) != 3 {
+		t.Fatalf("second request has %d messages, want user, assistant, user: %v", len(msgs), msgs)
+	}
+	// The assistant turn echoes the thinking block with its signature first.
+	if llmtest.Path(msgs, 1, "content", 0, "type") != "thinking" || llmtest.Path(msgs, 1, "content", 0, "signature") == "" {
+		t.Fatalf("assistant content = %v", llmtest.Path(msgs, 1, "content"))
+	}
+	// Tool results first, in call order, then the steering text; the last
+	// block carries the conversation-prefix cache breakpoint.
+	user := llmtest.Path(msgs, 2, "content").([]any)
+	if len(user) != 3 || llmtest.Path(user, 0, "type") != "tool_result" || llmtest.Path(user, 0, "tool_use_id") != "call_w" ||
+		llmtest.Path(user, 1, "tool_use_id") != "call_a" || llmtest.Path(user, 2, "type") != "text" {
+		b, _ := json.Marshal(user)
+		t.Fatalf("user content = %s", b)
+	}
+	if llmtest.Path(user, 2, "cache_control", "type") != "ephemeral" {
+		t.Fatalf("last block has no cache breakpoint: %v", user[2])
+	}
+}
+
+func TestParams(t *testing.T) {
+	c, err := New(Config{Model: "claude-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		req        llm.Request
+		wantBudget int64
+		wantMax    int64
+		wantErr    llm.ErrorKind
+	}{
+		{"no effort no thinking", llm.Request{}, 0, DefaultMaxOutputTokens, ""},
+		{"low", llm.Request{ReasoningEffort: "low"}, 2048, DefaultMaxOutputTokens, ""},
+		{"medium", llm.Request{ReasoningEffort: "medium"}, 8192, DefaultMaxOutputTokens, ""},
+		{"budget clamped below max_tokens", llm.Request{ReasoningEffort: "high", MaxOutputTokens: 4000}, 3999, 4000, ""},
+		{"tiny max_tokens raised for the minimum budget", llm.Request{ReasoningEffort: "low", MaxOutputTokens: 500}, 1524 - 1, 1524, ""},
+		{"unknown effort", llm.Request{ReasoningEffort: "extreme"}, 0, 0, llm.KindInvalidRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.req.Messages = []llm.Message{llm.TextMessage(llm.RoleUser, "hi")}
+			p, _, err := c.params(&tt.req)
+			if tt.wantErr != "" {
+				if llm.KindOf(err) != tt.wantErr {
+					t.Fatalf("err = %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var budget int64
+			if p.Thinking.OfEnabled != nil {
+				budget = p.Thinking.OfEnabled.BudgetTokens
+			}
+			if budget != tt.wantBudget || p.MaxTokens != tt.wantMax {
+				t.Fatalf("budget %d max %d, want %d %d", budget, p.MaxTokens, tt.wantBudget, tt.wantMax)
+			}
+			if budget != 0 && (budget < 1024 || budget >= p.MaxTokens) {
+				t.Fatalf("budget %d violates 1024 ≤ budget < max_tokens %d", budget, p.MaxTokens)
+			}
+		})
+	}
+}
+
+func TestUnansweredToolUseGetsAnErrorResult(t *testing.T) {
+	msgs := []llm.Message{
+		llm.TextMessage(llm.RoleUser, "go"),
+		{Role: llm.RoleAssistant, Content: []llm.ContentPart{
+			{Kind: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "a", Name: "x", Arguments: json.RawMessage(`{}`)}},
+			{Kind: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "b", Name: "x", Arguments: json.RawMessage(`{}`)}}}},
+		{Role: llm.RoleTool, Content: []llm.ContentPart{{Kind: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "b", Content: "ok"}}}},
+		llm.TextMessage(llm.RoleUser, "steer"),
+	}
+	out, err := convertMessages(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(out)
+	var decoded []any
+	json.Unmarshal(b, &decoded)
+	user := llmtest.Path(decoded, 2, "content").([]any)
+	if len(out) != 3 || len(user) != 3 || llmtest.Path(user, 0, "tool_use_id") != "b" || llmtest.Path(user, 1, "tool_use_id") != "a" ||
+		llmtest.Path(user, 1, "is_error") != true || llmtest.Path(user, 2, "text") != "steer" {
+		t.Fatalf("messages = %s", b)
+	}
+}
+
+func TestRecordings(t *testing.T) {
+	llmtest.Recording{Protocol: llmtest.Anthropic, New: newClient, ReasoningRaw: true, Dirs: []string{
+		"TestAnthropicCommon/claude-sonnet-4", "TestAnthropicCommonWithCacheControl/claude-sonnet-4",
+		"TestAnthropicThinking/claude-sonnet-4", "TestAnthropicThinkingWithCacheControl/claude-sonnet-4"}}.Run(t)
+}
+
+func TestBetaHeadersAndImagesInToolResults(t *testing.T) {
+	srv := llmtest.StartScript(t, llmtest.Anthropic, llmtest.ParseScript(t, `turns: [{text: "a wish"}, {text: "seen"}]`))
+	c := newClient(t, llmtest.Target{BaseURL: srv.BaseURL(), APIKey: "k", Model: "claude-test"})
+	png := []byte("\x89PNG\r\n\x1a\nfake")
+	req := &llm.Request{
+		Messages: []llm.Message{
+			llm.TextMessage(llm.RoleUser, "look"),
+			{Role: llm.RoleAssistant, Content: []llm.ContentPart{{Kind: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "t1", Name: "screenshot", Arguments: json.RawMessage(`{}`)}}}},
+			{Role: llm.RoleTool, Content: []llm.ContentPart{{Kind: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "t1", Content: "captured",
+				Images: []llm.Image{{MediaType: "image/png", Data: png}}}}}},
+		},
+		ProviderOptions: map[string]json.RawMessage{"anthropic": json.RawMessage(`{"beta_headers":["interleaved-thinking-2025-05-14","context-1m-2025-08-07"]}`)},
+	}
+	if _, err := c.Complete(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.Requests()[0]
+	if h := got.Header.Get("Anthropic-Beta"); h != "interleaved-thinking-2025-05-14,context-1m-2025-08-07" {
+		t.Fatalf("anthropic-beta = %q", h)
+	}
+	result := llmtest.Path(got.Body, "messages", 2, "content", 0)
+	if llmtest.Path(result, "type") != "tool_result" || llmtest.Path(result, "content", 0, "text") != "captured" ||
+		llmtest.Path(result, "content", 1, "type") != "image" || llmtest.Path(result, "content", 1, "source", "media_type") != "image/png" {
+		b, _ := json.Marshal(result)
+		t.Fatalf("tool result = %s", b)
+	}
+}
+
+func TestMidStreamOverloadedIsAServerError(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.NewReplayHandler(llmtest.Anthropic, llmtest.Canned{Status: 200, ContentType: "text/event-stream", Body: "" +
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"c\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n" +
+		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"}))
+	c := newClient(t, llmtest.Target{BaseURL: srv.BaseURL(), APIKey: "k", Model: "c"})
+	_, _, _, _, err := llmtest.Collect(c.Stream(t.Context(), &llm.Request{Messages: []llm.Message{llm.TextMessage(llm.RoleUser, "hi")}}))
+	var e *llm.Error
+	if !errors.As(err, &e) || e.Kind != llm.KindServer || e.Code != "overloaded_error" || !e.Retryable() {
+		t.Fatalf("err = %#v", err)
+	}
+}

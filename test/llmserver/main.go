@@ -1,0 +1,170 @@
+// Command llmserver serves scripted LLM conversations over the real provider
+// wire protocols (Anthropic Messages, OpenAI Responses, Chat Completions,
+// Gemini) for in-cluster end-to-end tests, using the fake servers of
+// internal/llm/llmtest. It is a test tool, never a production component.
+//
+//	llmserver --listen :8080 --script demo.yaml                 # all protocols: /anthropic, /openai-responses, /chat-completions, /gemini
+//	llmserver --listen :8080 --script demo.yaml --protocol gemini  # one protocol at the root
+//	llmserver --listen :8080 --script scripts/                  # one script per file: /<file name>/<protocol>
+//
+// Point an adapter at http://host:8080/anthropic (Anthropic, Gemini) or
+// http://host:8080/openai-responses/v1 (the OpenAI protocols include /v1).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent-operator/agent-operator/internal/llm/llmtest"
+	"github.com/agent-operator/agent-operator/internal/llm/scripted"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "llmserver:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("llmserver", flag.ContinueOnError)
+	listen := fs.String("listen", ":8080", "address to listen on")
+	scriptPath := fs.String("script", "", "script file (YAML or JSON), or a directory of them")
+	protocol := fs.String("protocol", "all", "protocol to serve: all, anthropic, openai-responses, chat-completions or gemini")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	mux, routes, err := buildMux(*scriptPath, *protocol)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	log.Printf("llmserver listening on %s", *listen)
+	for _, r := range routes {
+		log.Printf("  %s", r)
+	}
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// buildMux loads the scripts and routes each protocol handler.
+func buildMux(scriptPath, protocol string) (*http.ServeMux, []string, error) {
+	if scriptPath == "" {
+		return nil, nil, errors.New("--script is required")
+	}
+	protocols, err := selectProtocols(protocol)
+	if err != nil {
+		return nil, nil, err
+	}
+	scripts, err := loadScripts(scriptPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	var routes []string
+	names := make([]string, 0, len(scripts))
+	for n := range scripts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for _, p := range protocols {
+			prefix := "/"
+			if name != "" {
+				prefix += name + "/"
+			}
+			if protocol == "all" {
+				prefix += string(p) + "/"
+			}
+			mux.Handle(prefix, llmtest.NewHandler(p, scripts[name]))
+			routes = append(routes, fmt.Sprintf("%-17s %s (base URL %s)", p, prefix, llmtest.BaseURL(p, "http://HOST"+strings.TrimSuffix(prefix, "/"))))
+		}
+	}
+	return mux, routes, nil
+}
+
+func selectProtocols(p string) ([]llmtest.Protocol, error) {
+	if p == "all" {
+		return llmtest.Protocols, nil
+	}
+	for _, known := range llmtest.Protocols {
+		if string(known) == p {
+			return []llmtest.Protocol{known}, nil
+		}
+	}
+	valid := []string{"all"}
+	for _, known := range llmtest.Protocols {
+		valid = append(valid, string(known))
+	}
+	return nil, fmt.Errorf("unknown protocol %q: valid are %s", p, strings.Join(valid, ", "))
+}
+
+// loadScripts reads one script (key "") or every script in a directory
+// (keyed by file name without extension).
+func loadScripts(path string) (map[string]*scripted.Script, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scripts: %w", err)
+	}
+	if !st.IsDir() {
+		s, err := loadScript(path)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]*scripted.Script{"": s}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scripts: %w", err)
+	}
+	scripts := map[string]*scripted.Script{}
+	for _, e := range entries {
+		ext := filepath.Ext(e.Name())
+		if e.IsDir() || (ext != ".yaml" && ext != ".yml" && ext != ".json") {
+			continue
+		}
+		s, err := loadScript(filepath.Join(path, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		scripts[strings.TrimSuffix(e.Name(), ext)] = s
+	}
+	if len(scripts) == 0 {
+		return nil, fmt.Errorf("no scripts (*.yaml, *.yml, *.json) in %s", path)
+	}
+	return scripts, nil
+}
+
+func loadScript(path string) (*scripted.Script, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read script: %w", err)
+	}
+	s, err := scripted.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
