@@ -1,0 +1,17 @@
+// Command executor-sidecar runs inside workspace pods. It serves the
+// executor protocol (package internal/executor) on stdin/stdout over a local
+// execution environment confined to a root, keeps a container alive, and
+// installs itself into a shared volume.
+//
+// Usage:
+//
+//	executor-sidecar serve --root /workspace [--env-policy core|all|none] [--max-frame BYTES]
+//	executor-sidecar idle
+//	executor-sidecar copy-to DIR
+//	executor-sidecar version
+//
+// serve logs only to stderr. idle sleeps until SIGTERM or SIGINT (exit 0)
+// and reaps zombie children, so it can be a container's PID 1. copy-to
+// copies the running binary to DIR/executor-sidecar (for an init container
+// filling an emptyDir, so any workspace image can run it).
+package main

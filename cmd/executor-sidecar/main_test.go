@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agent-operator/agent-operator/internal/executor"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+	"github.com/agent-operator/agent-operator/internal/proctest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	bin, cleanup, err := proctest.Build(".", BinaryName)
+	if err != nil {
+		panic(err)
+	}
+	binary = bin
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	out, err := exec.Command(binary, "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "executor-sidecar dev (protocol 1") {
+		t.Errorf("version = %q, %v", out, err)
+	}
+	err = exec.Command(binary, "bogus").Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Errorf("unknown command exit = %v, want 2", err)
+	}
+}
+
+func TestCopyTo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "agent", "bin")
+	if out, err := exec.Command(binary, "copy-to", dir).CombinedOutput(); err != nil {
+		t.Fatalf("copy-to: %v: %s", err, out)
+	}
+	installed := filepath.Join(dir, BinaryName)
+	st, err := os.Stat(installed)
+	if err != nil || st.Mode().Perm() != 0o755 {
+		t.Fatalf("installed binary: %v, %v", st, err)
+	}
+	a, _ := os.ReadFile(binary)
+	b, _ := os.ReadFile(installed)
+	if !bytes.Equal(a, b) {
+		t.Error("installed binary differs from the original")
+	}
+	out, err := exec.Command(installed, "version").Output()
+	if err != nil || !strings.Contains(string(out), "protocol 1") {
+		t.Errorf("installed binary version = %q, %v", out, err)
+	}
+}
+
+func TestIdleExitsZeroOnSIGTERM(t *testing.T) {
+	cmd := exec.Command(binary, "idle")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// Signal until the handler is installed and the process exits.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("idle exited with %v, want 0", err)
+			}
+			return
+		case <-tick.C:
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Fatal("idle did not exit on SIGTERM")
+		}
+	}
+}
+
+func TestIdleReapsOrphans(t *testing.T) {
+	// bash starts a short-lived child and then becomes `idle`, which thereby
+	// inherits the child and must reap it when it exits.
+	cmd := exec.Command("/bin/bash", "-c", `sleep 0.2 & echo $!; exec "$0" idle`, binary)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var pid int
+	if _, err := fmt.Fscan(stdout, &pid); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		if os.IsNotExist(err) {
+			return // reaped
+		}
+		if time.Now().After(deadline) {
+			state, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			t.Fatalf("child %d of idle not reaped: %s", pid, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type conn struct {
+	io.ReadCloser
+	io.WriteCloser
+}
+
+func (c conn) Close() error { c.WriteCloser.Close(); return c.ReadCloser.Close() }
+
+func TestServe(t *testing.T) {
+	root := t.TempDir()
+	cmd := exec.Command(binary, "serve", "--root", root)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Env = append(os.Environ(), "SIDECAR_TEST_TOKEN=secret-value")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := executor.NewClientContext(t.Context(), conn{stdout, stdin})
+	if err != nil {
+		t.Fatalf("handshake with the sidecar: %v (stderr: %s)", err, stderr.String())
+	}
+	ctx := t.Context()
+	if c.WorkingDirectory() != root {
+		t.Errorf("WorkingDirectory = %q, want %q", c.WorkingDirectory(), root)
+	}
+	if err := c.WriteFile(ctx, "a/b.txt", []byte("hi\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "a/b.txt")); string(got) != "hi\n" {
+		t.Errorf("file content %q", got)
+	}
+	res, err := c.ExecCommand(ctx, `cat a/b.txt; echo "token=[$SIDECAR_TEST_TOKEN]"`, tool.ExecOptions{})
+	if err != nil || res.Stdout != "hi\ntoken=[]\n" {
+		t.Errorf("exec = %+v, %v", res, err)
+	}
+	if _, err := c.ReadFile(ctx, "/etc/hostname", tool.ReadOptions{}); !errors.Is(err, tool.ErrPathEscapes) {
+		t.Errorf("read outside root = %v, want ErrPathEscapes", err)
+	}
+	c.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve exited with %v after stdin closed (stderr: %s)", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "serving") {
+		t.Errorf("no log on stderr: %q", stderr.String())
+	}
+}

@@ -1,0 +1,310 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/go-logr/logr"
+
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// ServeOptions configures Serve.
+type ServeOptions struct {
+	// MaxFrame limits frames in both directions (0: DefaultMaxFrame).
+	MaxFrame int
+	// Log receives connection-level problems (never request contents).
+	Log logr.Logger
+}
+
+// Serve answers protocol frames read from r with frames written to w,
+// executing calls on env concurrently. It returns when r ends or ctx is
+// done, after cancelling the calls in flight and waiting for them; a clean
+// end of input returns nil. Bad frames and failing calls are answered with
+// error frames and never end the stream.
+func Serve(ctx context.Context, r io.Reader, w io.Writer, env tool.ExecutionEnvironment, opts ServeOptions) error {
+	if opts.MaxFrame <= 0 {
+		opts.MaxFrame = DefaultMaxFrame
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	s := &server{env: env, w: w, max: opts.MaxFrame, log: opts.Log, calls: map[uint64]context.CancelFunc{}}
+	ctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+
+	// Reading happens in its own goroutine so ctx can end Serve even while
+	// a read blocks; the caller owns r and closes it.
+	type readResult struct {
+		f   *Frame
+		err error
+	}
+	frames := make(chan readResult)
+	go func() {
+		for {
+			f, err := ReadFrame(r, s.max)
+			select {
+			case frames <- readResult{f, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil && !recoverable(err) {
+				return
+			}
+		}
+	}()
+	next := func() (*Frame, error) {
+		select {
+		case rr := <-frames:
+			return rr.f, rr.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+
+	err := s.handshake(next)
+	if err == nil {
+		err = s.loop(ctx, next)
+	}
+	cancelAll()
+	s.wg.Wait()
+	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+type server struct {
+	env tool.ExecutionEnvironment
+	max int
+	log logr.Logger
+
+	wmu sync.Mutex
+	w   io.Writer
+
+	mu    sync.Mutex
+	calls map[uint64]context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+func (s *server) handshake(next func() (*Frame, error)) error {
+	for {
+		f, err := next()
+		if err != nil {
+			if recoverable(err) {
+				s.send(&Frame{Kind: KindError, Error: toWire(err)})
+				continue
+			}
+			return err
+		}
+		if f.Kind != KindHello {
+			s.send(&Frame{ID: f.ID, Kind: KindError, Error: wireErrorf(CodeBadRequest, "expected hello, got %s frame", f.Kind)})
+			continue
+		}
+		var h Hello
+		if err := json.Unmarshal(f.Body, &h); err != nil {
+			s.send(&Frame{Kind: KindError, Error: wireErrorf(CodeBadRequest, "decode hello: %v", err)})
+			continue
+		}
+		if h.Version != Version {
+			s.send(&Frame{Kind: KindError, Error: wireErrorf(CodeVersion, "unsupported protocol version %d, this executor speaks %d", h.Version, Version)})
+			return fmt.Errorf("handshake: client speaks protocol version %d, want %d", h.Version, Version)
+		}
+		return s.send(&Frame{Kind: KindHello, Body: mustJSON(Hello{
+			Version:          Version,
+			MaxFrame:         s.max,
+			WorkingDirectory: s.env.WorkingDirectory(),
+			Platform:         s.env.Platform(),
+			OSVersion:        s.env.OSVersion(),
+		})})
+	}
+}
+
+func (s *server) loop(ctx context.Context, next func() (*Frame, error)) error {
+	for {
+		f, err := next()
+		if err != nil {
+			if !recoverable(err) {
+				return err
+			}
+			var id uint64
+			if f != nil {
+				id = f.ID
+			}
+			s.log.Info("refused a bad frame", "id", id, "error", err.Error())
+			s.send(&Frame{ID: id, Kind: KindError, Error: toWire(err)})
+			continue
+		}
+		switch f.Kind {
+		case KindCall:
+			s.start(ctx, f)
+		case KindCancel:
+			s.mu.Lock()
+			cancel := s.calls[f.ID]
+			s.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+		case KindHello:
+			s.send(&Frame{Kind: KindError, Error: wireErrorf(CodeBadRequest, "duplicate hello")})
+		default:
+			s.send(&Frame{ID: f.ID, Kind: KindError, Error: wireErrorf(CodeBadRequest, "unexpected %s frame from a client", f.Kind)})
+		}
+	}
+}
+
+func (s *server) start(ctx context.Context, f *Frame) {
+	s.mu.Lock()
+	if _, dup := s.calls[f.ID]; dup {
+		s.mu.Unlock()
+		s.send(&Frame{ID: f.ID, Kind: KindError, Error: wireErrorf(CodeBadRequest, "request id %d is already in flight", f.ID)})
+		return
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	s.calls[f.ID] = cancel
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.calls, f.ID)
+			s.mu.Unlock()
+			cancel()
+		}()
+		resp := s.call(cctx, f)
+		resp.ID = f.ID
+		if err := s.send(resp); errors.Is(err, ErrFrameTooLarge) {
+			s.send(&Frame{ID: f.ID, Kind: KindError, Error: wireErrorf(CodeFrameTooLarge,
+				"%s: the response does not fit in one frame (%v); ask for less, e.g. a range of lines", f.Op, err)})
+		}
+	}()
+}
+
+// call runs one request and returns its answer frame.
+func (s *server) call(ctx context.Context, f *Frame) (resp *Frame) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Info("call panicked", "op", f.Op, "panic", fmt.Sprint(r))
+			resp = &Frame{Kind: KindError, Error: wireErrorf(CodeInternal, "%s: internal error in the executor", f.Op)}
+		}
+	}()
+	decode := func(v any) *Frame {
+		if len(f.Body) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(f.Body, v); err != nil {
+			return &Frame{Kind: KindError, Error: wireErrorf(CodeBadRequest, "%s: decode arguments: %v", f.Op, err)}
+		}
+		return nil
+	}
+	result := func(v any, err error) *Frame {
+		if err != nil {
+			return &Frame{Kind: KindError, Error: toWire(err)}
+		}
+		return &Frame{Kind: KindResult, Body: mustJSON(v)}
+	}
+	env := s.env
+	switch f.Op {
+	case OpReadFile:
+		var a ReadArgs
+		if bad := decode(&a); bad != nil {
+			return bad
+		}
+		fc, err := env.ReadFile(ctx, a.Path, tool.ReadOptions{Offset: a.Offset, Limit: a.Limit, MaxBytes: a.MaxBytes})
+		if err != nil {
+			return result(nil, err)
+		}
+		return result(FileContent{Content: fc.Content, TotalLines: fc.TotalLines, Size: fc.Size, Binary: fc.Binary, MediaType: fc.MediaType}, nil)
+	case OpWriteFile:
+		var a PathArgs
+		if bad := decode(&a); bad != nil {
+			return bad
+		}
+		return result(struct{}{}, env.WriteFile(ctx, a.Path, a.Content))
+	case OpDeleteFile:
+		var a PathArgs
+		if bad := decode(&a); bad != nil {
+			return bad
+		}
+		return result(struct{}{}, env.DeleteFile(ctx, a.Path))
+	case OpFileExists:
+		var a PathArgs
+		if bad := decode(&a); bad != nil {
+			return bad
+		}
+		ok, err := env.FileExists(ctx, a.Path)
+		return result(ExistsResult{Exists: ok}, err)
+	case OpListDirectory:
+		var a PathArgs
+		if bad := decode(&a); bad != nil {
+			return bad
+		}
+		ents, err := env.ListDirectory(ctx, a.Path, a.Depth)
+		return result(ListResult{Entries: ents}, err)
+	case OpExec:
+		var a ExecArgs
+		if bad := decode(&a); bad != nil {
+			return bad
+		}
+		opts := tool.ExecOptions{Timeout: a.Timeout, WorkingDir: a.WorkingDir, Env: a.Env}
+		if a.Stream {
+			opts.OnOutput = func(chunk []byte) {
+				s.send(&Frame{ID: f.ID, Kind: KindOutput, Data: chunk})
+			}
+		}
+		res, err := env.ExecCommand(ctx, a.Command, opts)
+		if err != nil && res != nil {
+			// Cancelled: the error frame carries the partial result.
+			return &Frame{Kind: KindError, Error: toWire(err), Body: mustJSON(res)}
+		}
+		return result(res, err)
+	case OpGrep:
+		var a GrepArgs
+		if bad := decode(&a); bad != nil {
+			return bad
+		}
+		res, err := env.Grep(ctx, a.Pattern, a.Path, tool.GrepOptions{GlobFilter: a.GlobFilter, CaseInsensitive: a.CaseInsensitive, MaxResults: a.MaxResults})
+		return result(res, err)
+	case OpGlob:
+		var a GlobArgs
+		if bad := decode(&a); bad != nil {
+			return bad
+		}
+		paths, err := env.Glob(ctx, a.Pattern, a.Path)
+		return result(GlobResult{Paths: paths}, err)
+	case OpInitialize:
+		return result(struct{}{}, env.Initialize(ctx))
+	case OpCleanup:
+		return result(struct{}{}, env.Cleanup(ctx))
+	}
+	return &Frame{Kind: KindError, Error: wireErrorf(CodeUnknownOp, "unknown operation %q", f.Op)}
+}
+
+// send writes one frame; writes are serialised. Oversized frames are not
+// written and reported with an error wrapping ErrFrameTooLarge.
+func (s *server) send(f *Frame) error {
+	b, err := EncodeFrame(f, s.max)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if _, err := s.w.Write(b); err != nil {
+		return fmt.Errorf("write frame: %w", err)
+	}
+	return nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only our own result types are marshalled; they always encode.
+		return json.RawMessage(`null`)
+	}
+	return b
+}

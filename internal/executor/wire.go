@@ -1,0 +1,173 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agent-operator/agent-operator/internal/loop/localenv"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// Operations.
+const (
+	OpReadFile      = "read_file"
+	OpWriteFile     = "write_file"
+	OpDeleteFile    = "delete_file"
+	OpFileExists    = "file_exists"
+	OpListDirectory = "list_directory"
+	OpExec          = "exec"
+	OpGrep          = "grep"
+	OpGlob          = "glob"
+	OpInitialize    = "initialize"
+	OpCleanup       = "cleanup"
+)
+
+// Error codes of WireError.
+const (
+	CodePathEscapes   = "path_escapes"
+	CodeNotFound      = "not_found"
+	CodeTooLarge      = "too_large"       // file above the read cap
+	CodeFrameTooLarge = "frame_too_large" // request or response above the frame limit
+	CodeCanceled      = "canceled"
+	CodeDeadline      = "deadline_exceeded"
+	CodeBadRequest    = "bad_request"
+	CodeBadFrame      = "bad_frame"
+	CodeUnknownOp     = "unknown_op"
+	CodeVersion       = "version"
+	CodeInternal      = "internal"
+	CodeFailed        = "failed" // any other error of the environment
+)
+
+// Hello is the body of hello frames.
+type Hello struct {
+	Version          int    `json:"version"`
+	MaxFrame         int    `json:"maxFrame,omitempty"`
+	WorkingDirectory string `json:"workingDirectory,omitempty"`
+	Platform         string `json:"platform,omitempty"`
+	OSVersion        string `json:"osVersion,omitempty"`
+}
+
+// PathArgs is the body of write_file, delete_file, file_exists and
+// list_directory calls.
+type PathArgs struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content,omitempty"` // write_file
+	Depth   int    `json:"depth,omitempty"`   // list_directory
+}
+
+// ReadArgs is the body of read_file calls.
+type ReadArgs struct {
+	Path     string `json:"path"`
+	Offset   int    `json:"offset,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+	MaxBytes int64  `json:"maxBytes,omitempty"`
+}
+
+// FileContent is the result of read_file.
+type FileContent struct {
+	Content    []byte `json:"content"`
+	TotalLines int    `json:"totalLines"`
+	Size       int64  `json:"size"`
+	Binary     bool   `json:"binary,omitempty"`
+	MediaType  string `json:"mediaType,omitempty"`
+}
+
+// ExistsResult is the result of file_exists.
+type ExistsResult struct {
+	Exists bool `json:"exists"`
+}
+
+// ListResult is the result of list_directory.
+type ListResult struct {
+	Entries []tool.DirEntry `json:"entries"`
+}
+
+// ExecArgs is the body of exec calls.
+type ExecArgs struct {
+	Command    string            `json:"command"`
+	Timeout    time.Duration     `json:"timeout,omitempty"`
+	WorkingDir string            `json:"workingDir,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Stream     bool              `json:"stream,omitempty"` // send output frames
+}
+
+// GrepArgs is the body of grep calls.
+type GrepArgs struct {
+	Pattern         string `json:"pattern"`
+	Path            string `json:"path,omitempty"`
+	GlobFilter      string `json:"globFilter,omitempty"`
+	CaseInsensitive bool   `json:"caseInsensitive,omitempty"`
+	MaxResults      int    `json:"maxResults,omitempty"`
+}
+
+// GlobArgs is the body of glob calls.
+type GlobArgs struct {
+	Pattern string `json:"pattern"`
+	Path    string `json:"path,omitempty"`
+}
+
+// GlobResult is the result of glob.
+type GlobResult struct {
+	Paths []string `json:"paths"`
+}
+
+// RemoteError is an error reported by the other side. It unwraps to the
+// sentinel error matching its code (tool.ErrPathEscapes, tool.ErrNotFound,
+// localenv.ErrTooLarge, ErrFrameTooLarge, context.Canceled,
+// context.DeadlineExceeded), so errors.Is works across the stream.
+type RemoteError struct {
+	Code    string
+	Message string
+}
+
+// Error returns the other side's message.
+func (e *RemoteError) Error() string { return e.Message }
+
+// Unwrap returns the sentinel error of the code, if any.
+func (e *RemoteError) Unwrap() error {
+	switch e.Code {
+	case CodePathEscapes:
+		return tool.ErrPathEscapes
+	case CodeNotFound:
+		return tool.ErrNotFound
+	case CodeTooLarge:
+		return localenv.ErrTooLarge
+	case CodeFrameTooLarge:
+		return ErrFrameTooLarge
+	case CodeCanceled:
+		return context.Canceled
+	case CodeDeadline:
+		return context.DeadlineExceeded
+	case CodeBadFrame:
+		return ErrMalformedFrame
+	}
+	return nil
+}
+
+// toWire classifies err for an error frame.
+func toWire(err error) *WireError {
+	code := CodeFailed
+	switch {
+	case errors.Is(err, tool.ErrPathEscapes):
+		code = CodePathEscapes
+	case errors.Is(err, tool.ErrNotFound):
+		code = CodeNotFound
+	case errors.Is(err, localenv.ErrTooLarge):
+		code = CodeTooLarge
+	case errors.Is(err, ErrFrameTooLarge):
+		code = CodeFrameTooLarge
+	case errors.Is(err, context.Canceled):
+		code = CodeCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = CodeDeadline
+	case errors.Is(err, ErrMalformedFrame):
+		code = CodeBadFrame
+	}
+	return &WireError{Code: code, Message: err.Error()}
+}
+
+func wireErrorf(code, format string, args ...any) *WireError {
+	return &WireError{Code: code, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,73 @@
+package k8senv
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent-operator/agent-operator/internal/loop/localenv"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// BenchmarkReadFile compares a small read_file over the persistent stream,
+// over one exec per call (like kubectl exec) and on the local machine,
+// against the in-process API server/kubelet harness. It reports the median
+// and p99 latency.
+func BenchmarkReadFile(b *testing.B) {
+	content := []byte(strings.Repeat("a line of a small source file\n", 40))
+	run := func(b *testing.B, env tool.ExecutionEnvironment) {
+		ctx := b.Context()
+		// Warm up (opens the persistent stream).
+		if _, err := env.ReadFile(ctx, "small.txt", tool.ReadOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for b.Loop() {
+			start := time.Now()
+			fc, err := env.ReadFile(ctx, "small.txt", tool.ReadOptions{})
+			lat = append(lat, time.Since(start))
+			if err != nil || len(fc.Content) != len(content) {
+				b.Fatalf("ReadFile = %v, %v", fc, err)
+			}
+		}
+		b.StopTimer()
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "median-µs")
+		b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds()), "p99-µs")
+	}
+	for _, mode := range []struct {
+		name string
+		mode Mode
+	}{{"persistent", Persistent}, {"per-call", PerCall}} {
+		b.Run(mode.name, func(b *testing.B) {
+			h := newHarness(b)
+			if err := os.WriteFile(filepath.Join(h.root, "small.txt"), content, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			cfg := h.config()
+			cfg.Mode = mode.mode
+			p, err := NewPool(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			run(b, p.Env(h.target()))
+		})
+	}
+	b.Run("localenv", func(b *testing.B) {
+		root := b.TempDir()
+		if err := os.WriteFile(filepath.Join(root, "small.txt"), content, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		env, err := localenv.New(root)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer env.Close()
+		run(b, env)
+	})
+}

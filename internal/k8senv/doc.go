@@ -1,0 +1,20 @@
+// Package k8senv implements tool.ExecutionEnvironment for a Kubernetes pod
+// (seed 000 §4, KubernetesExecutionEnvironment).
+//
+// Every call is served by the executor sidecar (`executor-sidecar serve`)
+// inside the workspace container, reached over pod exec (client-go
+// remotecommand: WebSocket first, SPDY fallback, exactly kubectl's wiring).
+// In the default persistent mode one long-lived exec stream per pod carries
+// all calls of all sessions using that pod (a Pool keyed by
+// namespace/pod/container); the stream is reopened by the next call after it
+// drops, and calls in flight when it drops fail with an error wrapping
+// executor.ErrStreamClosed and are never re-run. Timeouts, process-group
+// kills and path confinement happen inside the pod, so cancelling a call
+// really stops the remote command (an exec'd process outlives its client).
+//
+// Before opening every stream the pod is read and checked against an
+// Expect (labels, owner UID) and must be Running with the container running.
+//
+// The per-call mode opens one exec per call, like `kubectl exec`; it exists
+// for comparison in benchmarks.
+package k8senv

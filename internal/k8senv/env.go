@@ -1,0 +1,135 @@
+package k8senv
+
+import (
+	"context"
+
+	"github.com/agent-operator/agent-operator/internal/executor"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// Env is the tool.ExecutionEnvironment of one pod. Obtain it from
+// Pool.Env; environments of the same pod share the pool's stream.
+type Env struct {
+	pc *podConn
+}
+
+// with runs fn on a client: the shared stream, or in PerCall mode a stream
+// opened for this call alone.
+func (e *Env) with(ctx context.Context, fn func(*executor.Client) error) error {
+	pool := e.pc.pool
+	if pool.cfg.Mode == PerCall {
+		c, err := pool.open(ctx, e.pc.target)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		e.pc.mu.Lock()
+		e.pc.hello = c.ServerInfo()
+		e.pc.mu.Unlock()
+		return fn(c)
+	}
+	c, err := e.pc.get(ctx)
+	if err != nil {
+		return err
+	}
+	return fn(c)
+}
+
+// ReadFile implements tool.ExecutionEnvironment.
+func (e *Env) ReadFile(ctx context.Context, path string, opts tool.ReadOptions) (fc *tool.FileContent, err error) {
+	err = e.with(ctx, func(c *executor.Client) error {
+		fc, err = c.ReadFile(ctx, path, opts)
+		return err
+	})
+	return fc, err
+}
+
+// WriteFile implements tool.ExecutionEnvironment.
+func (e *Env) WriteFile(ctx context.Context, path string, content []byte) error {
+	return e.with(ctx, func(c *executor.Client) error { return c.WriteFile(ctx, path, content) })
+}
+
+// DeleteFile implements tool.ExecutionEnvironment.
+func (e *Env) DeleteFile(ctx context.Context, path string) error {
+	return e.with(ctx, func(c *executor.Client) error { return c.DeleteFile(ctx, path) })
+}
+
+// FileExists implements tool.ExecutionEnvironment.
+func (e *Env) FileExists(ctx context.Context, path string) (ok bool, err error) {
+	err = e.with(ctx, func(c *executor.Client) error {
+		ok, err = c.FileExists(ctx, path)
+		return err
+	})
+	return ok, err
+}
+
+// ListDirectory implements tool.ExecutionEnvironment.
+func (e *Env) ListDirectory(ctx context.Context, path string, depth int) (ents []tool.DirEntry, err error) {
+	err = e.with(ctx, func(c *executor.Client) error {
+		ents, err = c.ListDirectory(ctx, path, depth)
+		return err
+	})
+	return ents, err
+}
+
+// ExecCommand implements tool.ExecutionEnvironment. Timeouts and
+// cancellation terminate the process group inside the pod.
+func (e *Env) ExecCommand(ctx context.Context, command string, opts tool.ExecOptions) (res *tool.ExecResult, err error) {
+	err = e.with(ctx, func(c *executor.Client) error {
+		res, err = c.ExecCommand(ctx, command, opts)
+		return err
+	})
+	return res, err
+}
+
+// Grep implements tool.ExecutionEnvironment.
+func (e *Env) Grep(ctx context.Context, pattern, path string, opts tool.GrepOptions) (res *tool.GrepResult, err error) {
+	err = e.with(ctx, func(c *executor.Client) error {
+		res, err = c.Grep(ctx, pattern, path, opts)
+		return err
+	})
+	return res, err
+}
+
+// Glob implements tool.ExecutionEnvironment.
+func (e *Env) Glob(ctx context.Context, pattern, path string) (paths []string, err error) {
+	err = e.with(ctx, func(c *executor.Client) error {
+		paths, err = c.Glob(ctx, pattern, path)
+		return err
+	})
+	return paths, err
+}
+
+// Initialize checks the pod, opens the stream (persistent mode) and runs the
+// sidecar's Initialize.
+func (e *Env) Initialize(ctx context.Context) error {
+	return e.with(ctx, func(c *executor.Client) error { return c.Initialize(ctx) })
+}
+
+// Cleanup runs the sidecar's Cleanup. The shared stream stays open for other
+// sessions; Pool.Release or Pool.Close end it.
+func (e *Env) Cleanup(ctx context.Context) error {
+	return e.with(ctx, func(c *executor.Client) error { return c.Cleanup(ctx) })
+}
+
+// WorkingDirectory returns the configured root.
+func (e *Env) WorkingDirectory() string { return e.pc.pool.cfg.Root }
+
+// Platform returns the pod's platform once a stream has been opened, else
+// "linux".
+func (e *Env) Platform() string {
+	e.pc.mu.Lock()
+	defer e.pc.mu.Unlock()
+	if e.pc.hello.Platform != "" {
+		return e.pc.hello.Platform
+	}
+	return "linux"
+}
+
+// OSVersion returns the pod's OS version once a stream has been opened
+// (Initialize opens one), else "".
+func (e *Env) OSVersion() string {
+	e.pc.mu.Lock()
+	defer e.pc.mu.Unlock()
+	return e.pc.hello.OSVersion
+}

@@ -1,0 +1,416 @@
+package k8senv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
+
+	"github.com/agent-operator/agent-operator/internal/executor"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// Defaults of Config.
+const (
+	DefaultSidecarPath = "/agent/bin/executor-sidecar"
+	DefaultRoot        = "/workspace"
+	DefaultStderrLimit = 64 << 10
+	DefaultDialTimeout = 30 * time.Second
+)
+
+// Mode selects how calls reach the sidecar.
+type Mode int
+
+const (
+	// Persistent multiplexes all calls over one long-lived exec stream per
+	// pod (the default).
+	Persistent Mode = iota
+	// PerCall opens one exec per call (like kubectl exec); for benchmarks.
+	PerCall
+)
+
+// ErrPodMismatch is wrapped by errors for pods that are not the expected
+// one (labels or owner differ).
+var ErrPodMismatch = errors.New("pod is not the expected workspace pod")
+
+// ErrPodNotReady is wrapped by errors for pods or containers not running.
+var ErrPodNotReady = errors.New("pod is not running")
+
+// Expect is what the pod must carry before a stream is opened to it.
+type Expect struct {
+	// Labels the pod must have, with these values.
+	Labels map[string]string
+	// OwnerUID, if set, must be the UID of one of the pod's ownerReferences.
+	OwnerUID types.UID
+}
+
+// Target names a pod and what it must look like.
+type Target struct {
+	Namespace string
+	Pod       string
+	// Container is the container to exec into; empty means the pod's only
+	// (or first) container.
+	Container string
+	Expect    Expect
+}
+
+func (t Target) key() string { return t.Namespace + "/" + t.Pod + "/" + t.Container }
+
+// Config configures a Pool.
+type Config struct {
+	// REST is the client configuration used for exec.
+	REST *rest.Config
+	// Client reads pods; if nil one is built from REST.
+	Client kubernetes.Interface
+	// SidecarPath is the executor binary in the container
+	// (default DefaultSidecarPath).
+	SidecarPath string
+	// Root is the directory the sidecar confines file operations to and the
+	// environment's working directory (default DefaultRoot).
+	Root string
+	// ServeArgs are extra arguments of `serve` (e.g. --env-policy all).
+	ServeArgs []string
+	// Mode is Persistent (default) or PerCall.
+	Mode Mode
+	// StderrLimit bounds the sidecar stderr kept for error messages
+	// (default DefaultStderrLimit).
+	StderrLimit int
+	// DialTimeout bounds opening a stream and the handshake
+	// (default DefaultDialTimeout).
+	DialTimeout time.Duration
+	// Log receives stream lifecycle events.
+	Log logr.Logger
+}
+
+// Pool shares exec streams between environments using the same pod. It is
+// safe for concurrent use.
+type Pool struct {
+	cfg    Config
+	client kubernetes.Interface
+
+	mu     sync.Mutex
+	conns  map[string]*podConn
+	closed bool
+}
+
+// NewPool returns a pool; no connection is made until the first call.
+func NewPool(cfg Config) (*Pool, error) {
+	if cfg.REST == nil {
+		return nil, errors.New("new pool: a REST config is required")
+	}
+	if cfg.SidecarPath == "" {
+		cfg.SidecarPath = DefaultSidecarPath
+	}
+	if cfg.Root == "" {
+		cfg.Root = DefaultRoot
+	}
+	if cfg.StderrLimit <= 0 {
+		cfg.StderrLimit = DefaultStderrLimit
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.Log.GetSink() == nil {
+		cfg.Log = logr.Discard()
+	}
+	client := cfg.Client
+	if client == nil {
+		c, err := kubernetes.NewForConfig(cfg.REST)
+		if err != nil {
+			return nil, fmt.Errorf("new pool: %w", err)
+		}
+		client = c
+	}
+	return &Pool{cfg: cfg, client: client, conns: map[string]*podConn{}}, nil
+}
+
+// Env returns the execution environment of target. Environments of the same
+// pod and container share one stream. After Close, environments fail with
+// executor.ErrStreamClosed.
+func (p *Pool) Env(target Target) *Env {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return &Env{pc: &podConn{pool: p, target: target, closed: true}}
+	}
+	pc := p.conns[target.key()]
+	if pc == nil {
+		pc = &podConn{pool: p, target: target}
+		p.conns[target.key()] = pc
+	}
+	return &Env{pc: pc}
+}
+
+// Close closes every stream; environments of the pool then fail.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	conns := p.conns
+	p.conns = map[string]*podConn{}
+	p.mu.Unlock()
+	for _, pc := range conns {
+		pc.close()
+	}
+	return nil
+}
+
+// Release closes the stream of one pod (e.g. when its session ended).
+func (p *Pool) Release(namespace, pod string) {
+	p.mu.Lock()
+	var drop []*podConn
+	for k, pc := range p.conns {
+		if pc.target.Namespace == namespace && pc.target.Pod == pod {
+			drop = append(drop, pc)
+			delete(p.conns, k)
+		}
+	}
+	p.mu.Unlock()
+	for _, pc := range drop {
+		pc.close()
+	}
+}
+
+// podConn is the shared stream of one pod and container.
+type podConn struct {
+	pool   *Pool
+	target Target
+
+	dialMu sync.Mutex // one dial at a time
+	mu     sync.Mutex
+	client *executor.Client
+	hello  executor.Hello
+	closed bool
+}
+
+// get returns a live client, opening a stream when there is none.
+func (pc *podConn) get(ctx context.Context) (*executor.Client, error) {
+	pc.mu.Lock()
+	c, closed := pc.client, pc.closed
+	pc.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("%s: %w", pc.target.key(), executor.ErrStreamClosed)
+	}
+	if c != nil && c.Err() == nil {
+		return c, nil
+	}
+	pc.dialMu.Lock()
+	defer pc.dialMu.Unlock()
+	pc.mu.Lock()
+	c = pc.client
+	pc.mu.Unlock()
+	if c != nil && c.Err() == nil {
+		return c, nil // another caller reconnected
+	}
+	c, err := pc.pool.open(ctx, pc.target)
+	if err != nil {
+		return nil, err
+	}
+	pc.mu.Lock()
+	if pc.closed {
+		pc.mu.Unlock()
+		c.Close()
+		return nil, fmt.Errorf("%s: %w", pc.target.key(), executor.ErrStreamClosed)
+	}
+	pc.client = c
+	pc.hello = c.ServerInfo()
+	pc.mu.Unlock()
+	return c, nil
+}
+
+func (pc *podConn) close() {
+	pc.mu.Lock()
+	pc.closed = true
+	c := pc.client
+	pc.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// open checks the pod, opens an exec stream of `sidecar serve` and performs
+// the handshake.
+func (p *Pool) open(ctx context.Context, t Target) (*executor.Client, error) {
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+	defer cancel()
+	container, err := p.checkPod(dctx, t)
+	if err != nil {
+		return nil, err
+	}
+	cmd := append([]string{p.cfg.SidecarPath, "serve", "--root", p.cfg.Root}, p.cfg.ServeArgs...)
+	ex, err := p.executor(t, container, cmd)
+	if err != nil {
+		return nil, err
+	}
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	stderr := newTailBuffer(p.cfg.StderrLimit)
+	// The stream outlives the call that opened it.
+	sctx, scancel := context.WithCancel(context.Background())
+	go func() {
+		err := ex.StreamWithContext(sctx, remotecommand.StreamOptions{
+			Stdin: stdinR, Stdout: stdoutW, Stderr: stderr, Tty: false,
+		})
+		cause := errors.New("exec stream ended")
+		if err != nil {
+			cause = fmt.Errorf("exec stream ended: %w", err)
+		}
+		if tail := stderr.String(); tail != "" {
+			cause = fmt.Errorf("%w; sidecar stderr: %s", cause, tail)
+		}
+		p.cfg.Log.V(1).Info("exec stream ended", "pod", t.key(), "error", cause.Error())
+		stdoutW.CloseWithError(cause)
+		stdinR.CloseWithError(cause)
+		scancel()
+	}()
+	rwc := &streamConn{r: stdoutR, w: stdinW, cancel: scancel}
+	c, err := executor.NewClientContext(dctx, rwc)
+	if err != nil {
+		rwc.Close()
+		return nil, fmt.Errorf("open executor stream to %s: %w", t.key(), err)
+	}
+	p.cfg.Log.V(1).Info("exec stream opened", "pod", t.key(), "container", container)
+	return c, nil
+}
+
+// executor builds kubectl's exec wiring: WebSocket first, SPDY fallback.
+func (p *Pool) executor(t Target, container string, cmd []string) (remotecommand.Executor, error) {
+	u := p.client.CoreV1().RESTClient().Post().
+		Resource("pods").Namespace(t.Namespace).Name(t.Pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: container, Command: cmd, Stdin: true, Stdout: true, Stderr: true, TTY: false,
+		}, scheme.ParameterCodec).URL()
+	return newExecutor(p.cfg.REST, u)
+}
+
+func newExecutor(cfg *rest.Config, u *url.URL) (remotecommand.Executor, error) {
+	ws, err := remotecommand.NewWebSocketExecutor(cfg, "GET", u.String())
+	if err != nil {
+		return nil, fmt.Errorf("websocket executor: %w", err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(cfg, "POST", u)
+	if err != nil {
+		return nil, fmt.Errorf("spdy executor: %w", err)
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fallback executor: %w", err)
+	}
+	return ex, nil
+}
+
+// checkPod reads the pod and verifies it; it returns the container to use.
+func (p *Pool) checkPod(ctx context.Context, t Target) (string, error) {
+	pod, err := p.client.CoreV1().Pods(t.Namespace).Get(ctx, t.Pod, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("get pod %s/%s: %w", t.Namespace, t.Pod, err)
+	}
+	return checkPod(pod, t)
+}
+
+func checkPod(pod *corev1.Pod, t Target) (string, error) {
+	name := t.Namespace + "/" + t.Pod
+	for k, v := range t.Expect.Labels {
+		if got, ok := pod.Labels[k]; !ok || got != v {
+			return "", fmt.Errorf("pod %s: label %s=%q, want %q: %w", name, k, got, v, ErrPodMismatch)
+		}
+	}
+	if t.Expect.OwnerUID != "" {
+		owned := false
+		for _, o := range pod.OwnerReferences {
+			if o.UID == t.Expect.OwnerUID {
+				owned = true
+			}
+		}
+		if !owned {
+			return "", fmt.Errorf("pod %s: not owned by %s: %w", name, t.Expect.OwnerUID, ErrPodMismatch)
+		}
+	}
+	if pod.DeletionTimestamp != nil {
+		return "", fmt.Errorf("pod %s: being deleted: %w", name, ErrPodNotReady)
+	}
+	if pod.Status.Phase != corev1.PodRunning {
+		return "", fmt.Errorf("pod %s: phase %s: %w", name, pod.Status.Phase, ErrPodNotReady)
+	}
+	container := t.Container
+	if container == "" {
+		if len(pod.Spec.Containers) == 0 {
+			return "", fmt.Errorf("pod %s: no containers: %w", name, ErrPodMismatch)
+		}
+		container = pod.Spec.Containers[0].Name
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == container {
+			if cs.State.Running == nil {
+				return "", fmt.Errorf("pod %s: container %s is not running: %w", name, container, ErrPodNotReady)
+			}
+			return container, nil
+		}
+	}
+	return "", fmt.Errorf("pod %s: no status for container %s: %w", name, container, ErrPodNotReady)
+}
+
+// streamConn is the client side of an exec stream.
+type streamConn struct {
+	r      *io.PipeReader
+	w      *io.PipeWriter
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+func (s *streamConn) Read(p []byte) (int, error)  { return s.r.Read(p) }
+func (s *streamConn) Write(p []byte) (int, error) { return s.w.Write(p) }
+
+// Close half-closes stdin (the sidecar sees EOF, cancels its calls and
+// exits) and then tears the stream down.
+func (s *streamConn) Close() error {
+	s.once.Do(func() {
+		s.w.Close()
+		s.r.Close()
+		// Give the stdin close a moment to reach the sidecar before the
+		// connection goes away.
+		time.AfterFunc(2*time.Second, s.cancel)
+	})
+	return nil
+}
+
+// tailBuffer keeps the last max bytes written.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+var _ tool.ExecutionEnvironment = (*Env)(nil)
