@@ -1,0 +1,466 @@
+package events
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-operator/agent-operator/internal/loop"
+)
+
+// Defaults of PublisherOptions and JournalOptions.
+const (
+	DefaultAckTimeout = 5 * time.Second
+	DefaultWindow     = 256
+	DefaultRetryMin   = 100 * time.Millisecond
+	DefaultRetryMax   = 5 * time.Second
+)
+
+// headroom is kept free below the payload limit for headers and protocol.
+const headroom = 1024
+
+// PublisherOptions configures a Publisher.
+type PublisherOptions struct {
+	// Stream is the stream and bucket configuration (defaults filled in).
+	Stream StreamConfig
+	// AckTimeout bounds the wait for one publish ack before it is retried.
+	// Default 5s.
+	AckTimeout time.Duration
+}
+
+// Publisher owns the JetStream context shared by the journals of all
+// sessions on one connection.
+type Publisher struct {
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	cfg        StreamConfig
+	ackTimeout time.Duration
+
+	mu  sync.Mutex
+	obs jetstream.ObjectStore
+}
+
+// NewPublisher returns a Publisher over nc. It does not create the stream;
+// call EnsureStream once at start.
+func NewPublisher(nc *nats.Conn, opts PublisherOptions) (*Publisher, error) {
+	if nc == nil {
+		return nil, errors.New("new publisher: nil connection")
+	}
+	if err := opts.Stream.Validate(); err != nil {
+		return nil, fmt.Errorf("new publisher: %w", err)
+	}
+	if opts.AckTimeout <= 0 {
+		opts.AckTimeout = DefaultAckTimeout
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncTimeout(opts.AckTimeout),
+		jetstream.WithPublishAsyncMaxPending(1<<16))
+	if err != nil {
+		return nil, fmt.Errorf("new publisher: %w", err)
+	}
+	return &Publisher{nc: nc, js: js, cfg: opts.Stream.withDefaults(), ackTimeout: opts.AckTimeout}, nil
+}
+
+// JetStream returns the JetStream context of the publisher (for Replay and
+// Follow).
+func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
+
+// StreamConfig returns the configuration with defaults filled in.
+func (p *Publisher) StreamConfig() StreamConfig { return p.cfg }
+
+// EnsureStream creates or updates the stream and the large-event bucket.
+func (p *Publisher) EnsureStream(ctx context.Context) error {
+	return EnsureStream(ctx, p.js, p.cfg)
+}
+
+// objectStore returns the large-event bucket, looked up once.
+func (p *Publisher) objectStore(ctx context.Context) (jetstream.ObjectStore, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.obs != nil {
+		return p.obs, nil
+	}
+	obs, err := p.js.ObjectStore(ctx, p.cfg.LargeBucket)
+	if err != nil {
+		return nil, fmt.Errorf("open object store %s: %w", p.cfg.LargeBucket, err)
+	}
+	p.obs = obs
+	return obs, nil
+}
+
+// payloadLimit is the largest envelope published inline.
+func (p *Publisher) payloadLimit() int {
+	limit := int(p.nc.MaxPayload())
+	if m := int(p.cfg.MaxMsgSize); m > 0 && (limit <= 0 || m < limit) {
+		limit = m
+	}
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	return limit - headroom
+}
+
+// JournalOptions configures one session's Journal.
+type JournalOptions struct {
+	// Parent is the parent session of a subagent, nil for a root session.
+	Parent *SessionRef
+	// Redactor is applied to every event before it is published. Nil applies
+	// only the sensitive-name patterns.
+	Redactor *Redactor
+	// Window is the number of un-acked publishes in flight; Append blocks
+	// while it is full. Default 256.
+	Window int
+	// Generation is the writer generation (see Envelope.Gen). OpenJournal
+	// sets it; leave 0 for a new session.
+	Generation uint64
+	// OnStateChange is called, from the goroutine calling Append or Sync,
+	// whenever the journal becomes unavailable (available false and the
+	// error) or available again. It must not block.
+	OnStateChange func(available bool, err error)
+	// RetryMin and RetryMax bound the exponential backoff between retries.
+	// Defaults 100ms and 5s.
+	RetryMin, RetryMax time.Duration
+}
+
+// Journal publishes the events of one session; it implements loop.Journal.
+// Append calls must be made in seq order (the loop makes them under its
+// emitter lock, from several goroutines); Sync may run concurrently with
+// Append and waits only for the events appended before it was called. All
+// methods are safe for concurrent use.
+type Journal struct {
+	p       *Publisher
+	session SessionRef
+	opts    JournalOptions
+	// drain is held (a token in a 1-slot channel, so waiting honours ctx)
+	// by the one goroutine that waits for acks and retries failures.
+	drain chan struct{}
+
+	mu       sync.Mutex
+	pending  []*entry // un-acked, in seq order; only the drainer removes
+	appended uint64   // entries ever appended
+	acked    uint64   // entries ever acknowledged
+	lastSeq  uint64
+	backoff  time.Duration
+	avail    bool
+	lastErr  error
+}
+
+var _ loop.Journal = (*Journal)(nil)
+
+type entry struct {
+	seq uint64
+	msg *nats.Msg
+	fut jetstream.PubAckFuture // nil when it must be (re)published
+	err error
+}
+
+// NewJournal returns the Journal of a new session (or of a resumed one when
+// opts.Generation and start are set by OpenJournal). startSeq is the last
+// seq already journaled (0 for a new session).
+func (p *Publisher) NewJournal(session SessionRef, startSeq uint64, opts JournalOptions) (*Journal, error) {
+	if err := ValidateSession(session); err != nil {
+		return nil, fmt.Errorf("new journal: %w", err)
+	}
+	if session.UID == "" {
+		return nil, errors.New("new journal: session uid is empty")
+	}
+	if opts.Parent != nil {
+		if err := ValidateSession(*opts.Parent); err != nil {
+			return nil, fmt.Errorf("new journal: parent: %w", err)
+		}
+	}
+	if opts.Window <= 0 {
+		opts.Window = DefaultWindow
+	}
+	if opts.RetryMin <= 0 {
+		opts.RetryMin = DefaultRetryMin
+	}
+	if opts.RetryMax < opts.RetryMin {
+		opts.RetryMax = max(DefaultRetryMax, opts.RetryMin)
+	}
+	return &Journal{p: p, session: session, opts: opts, drain: make(chan struct{}, 1),
+		lastSeq: startSeq, backoff: opts.RetryMin, avail: true}, nil
+}
+
+// OpenJournal replays the journal of a session and returns a Journal that
+// continues it, with the replayed events (for loop.Restore). The new
+// Journal's generation is above every generation found in the stream, so
+// un-synced messages of a crashed writer can never shadow its events.
+func (p *Publisher) OpenJournal(ctx context.Context, session SessionRef, opts JournalOptions) (*Journal, []loop.Event, error) {
+	res, err := replay(ctx, p.js, session, p.cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if res.messages > 0 {
+		opts.Generation = res.maxGen + 1
+	}
+	var last uint64
+	if n := len(res.events); n > 0 {
+		last = res.events[n-1].Seq
+	}
+	j, err := p.NewJournal(session, last, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return j, res.events, nil
+}
+
+// Available reports whether the last publish attempt succeeded, and the
+// last error otherwise.
+func (j *Journal) Available() (bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.avail, j.lastErr
+}
+
+// Pending returns the number of appended events not yet acknowledged.
+func (j *Journal) Pending() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.pending)
+}
+
+// Append publishes ev asynchronously. It blocks while the in-flight window is
+// full (retrying failed publishes) and, for an event too large for one
+// message, until the event is stored in the Object Store. It returns an error
+// only when ctx ends or the event cannot ever be published.
+func (j *Journal) Append(ctx context.Context, ev loop.Event) error {
+	j.mu.Lock()
+	last := j.lastSeq
+	j.mu.Unlock()
+	if ev.Seq <= last {
+		return fmt.Errorf("append event: seq %d is not after %d", ev.Seq, last)
+	}
+	env := Envelope{
+		V:       EnvelopeVersion,
+		ID:      EventID(j.session.UID, ev.Seq),
+		Session: j.session,
+		Parent:  j.opts.Parent,
+		Kind:    ev.Kind,
+		Time:    ev.Time.UTC(),
+		Seq:     ev.Seq,
+		Gen:     j.opts.Generation,
+		Data:    ev.Data,
+	}
+	data, err := json.Marshal(&env)
+	if err != nil {
+		return fmt.Errorf("append event %d: encode: %w", ev.Seq, err)
+	}
+	if data, err = j.opts.Redactor.JSON(data); err != nil {
+		return fmt.Errorf("append event %d: %w", ev.Seq, err)
+	}
+	msgID := MsgID(j.session.UID, ev.Seq, j.opts.Generation)
+	if len(data) > j.p.payloadLimit() {
+		if data, err = j.storeLarge(ctx, &env, msgID, data); err != nil {
+			return fmt.Errorf("append event %d: %w", ev.Seq, err)
+		}
+	}
+	// Make room first, so a failed wait leaves the event un-appended.
+	if err := j.waitUntil(ctx, func() bool { return len(j.pending) < j.opts.Window }); err != nil {
+		return fmt.Errorf("append event %d: %w", ev.Seq, err)
+	}
+	msg := &nats.Msg{
+		Subject: SessionSubject(j.p.cfg.Prefix, j.session, ev.Kind),
+		Data:    data,
+		Header:  nats.Header{},
+	}
+	msg.Header.Set(jetstream.MsgIDHeader, msgID)
+	msg.Header.Set(jetstream.ExpectedStreamHeader, j.p.cfg.Name)
+	e := &entry{seq: ev.Seq, msg: msg}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if ev.Seq <= j.lastSeq {
+		return fmt.Errorf("append event: seq %d is not after %d", ev.Seq, j.lastSeq)
+	}
+	j.publishLocked(e)
+	j.pending = append(j.pending, e)
+	j.appended++
+	j.lastSeq = ev.Seq
+	return nil
+}
+
+// Sync blocks until every event appended before the call is acknowledged
+// by the server, re-publishing failed ones with the same message id, until
+// ctx ends.
+func (j *Journal) Sync(ctx context.Context) error {
+	j.mu.Lock()
+	target := j.appended
+	j.mu.Unlock()
+	if err := j.waitUntil(ctx, func() bool { return j.acked >= target }); err != nil {
+		return fmt.Errorf("sync journal: %w", err)
+	}
+	return nil
+}
+
+// storeLarge puts the envelope in the Object Store, retrying until it
+// succeeds or ctx ends, and returns the reference envelope to publish.
+func (j *Journal) storeLarge(ctx context.Context, env *Envelope, name string, data []byte) ([]byte, error) {
+	for {
+		err := j.putObject(ctx, name, data)
+		if err == nil {
+			j.succeeded()
+			break
+		}
+		if err := j.fail(ctx, err); err != nil {
+			return nil, err
+		}
+	}
+	sum := sha256.Sum256(data)
+	ref := Envelope{
+		V: env.V, ID: env.ID, Session: env.Session, Parent: env.Parent, Kind: env.Kind,
+		Time: env.Time, Seq: env.Seq, Gen: env.Gen,
+		Ref: &LargeRef{Bucket: j.p.cfg.LargeBucket, Object: name, Size: len(data), SHA256: hex.EncodeToString(sum[:])},
+	}
+	out, err := json.Marshal(&ref)
+	if err != nil {
+		return nil, fmt.Errorf("encode reference: %w", err)
+	}
+	return out, nil
+}
+
+func (j *Journal) putObject(ctx context.Context, name string, data []byte) error {
+	actx, cancel := context.WithTimeout(ctx, 4*j.p.ackTimeout)
+	defer cancel()
+	obs, err := j.p.objectStore(actx)
+	if err != nil {
+		return err
+	}
+	if _, err := obs.PutBytes(actx, name, data); err != nil {
+		return fmt.Errorf("store large event %s: %w", name, err)
+	}
+	return nil
+}
+
+// publishLocked sends e; a send error leaves e.fut nil for the next retry.
+func (j *Journal) publishLocked(e *entry) {
+	fut, err := j.p.js.PublishMsgAsync(e.msg)
+	e.fut, e.err = fut, err
+}
+
+// waitUntil waits for acks, retrying failed publishes, until done (called
+// with j.mu held) reports true or ctx ends.
+func (j *Journal) waitUntil(ctx context.Context, done func() bool) error {
+	j.mu.Lock()
+	ok := done()
+	j.mu.Unlock()
+	if ok {
+		return nil
+	}
+	select {
+	case j.drain <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-j.drain }()
+	for {
+		j.mu.Lock()
+		if done() {
+			j.mu.Unlock()
+			return nil
+		}
+		e := j.pending[0] // done() is false, so something is pending
+		fut := e.fut
+		j.mu.Unlock()
+		var err error
+		if fut != nil {
+			select {
+			case <-fut.Ok():
+				j.mu.Lock()
+				j.pending[0] = nil
+				j.pending = j.pending[1:]
+				j.acked++
+				j.mu.Unlock()
+				j.succeeded()
+				continue
+			case err = <-fut.Err():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		j.mu.Lock()
+		if fut != nil {
+			e.fut, e.err = nil, err
+		}
+		err = e.err
+		j.mu.Unlock()
+		if isPermanent(err) {
+			return fmt.Errorf("publish event %d: %w: %w", e.seq, errPermanent, err)
+		}
+		if err := j.fail(ctx, fmt.Errorf("publish event %d: %w", e.seq, err)); err != nil {
+			return err
+		}
+		j.republishFailed()
+	}
+}
+
+// republishFailed re-publishes, in order, every pending entry whose publish
+// failed; entries still waiting for their ack keep their future.
+func (j *Journal) republishFailed() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, f := range j.pending {
+		if f.fut != nil {
+			select {
+			case err := <-f.fut.Err():
+				f.fut, f.err = nil, err
+			default:
+			}
+		}
+		if f.fut == nil {
+			j.publishLocked(f)
+		}
+	}
+}
+
+// fail records err, reports the journal unavailable and waits the backoff.
+func (j *Journal) fail(ctx context.Context, err error) error {
+	j.mu.Lock()
+	changed := j.avail
+	j.avail, j.lastErr = false, err
+	wait := j.backoff
+	j.backoff = min(2*j.backoff, j.opts.RetryMax)
+	j.mu.Unlock()
+	if changed && j.opts.OnStateChange != nil {
+		j.opts.OnStateChange(false, err)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("journal unavailable: %w (last error: %w)", ctx.Err(), err)
+	}
+}
+
+func (j *Journal) succeeded() {
+	j.mu.Lock()
+	changed := !j.avail
+	j.avail, j.lastErr = true, nil
+	j.backoff = j.opts.RetryMin
+	j.mu.Unlock()
+	if changed && j.opts.OnStateChange != nil {
+		j.opts.OnStateChange(true, nil)
+	}
+}
+
+// isPermanent reports errors that re-publishing cannot fix: a request the
+// server rejects as invalid, or a message over the payload limit.
+func isPermanent(err error) bool {
+	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code == 400
+	}
+	return false
+}

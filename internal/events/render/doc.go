@@ -1,0 +1,2 @@
+// Package render prints session events for humans (kubectl agent logs).
+package render
