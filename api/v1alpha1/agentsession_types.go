@@ -1,0 +1,641 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Provider names an LLM provider.
+// +kubebuilder:validation:Enum=anthropic;openai;openai-compatible;gemini;scripted
+type Provider string
+
+// Providers.
+const (
+	// ProviderAnthropic is the Anthropic Messages API.
+	ProviderAnthropic Provider = "anthropic"
+	// ProviderOpenAI is the OpenAI Responses API.
+	ProviderOpenAI Provider = "openai"
+	// ProviderOpenAICompatible is any Chat Completions endpoint (vLLM, Ollama, LiteLLM).
+	ProviderOpenAICompatible Provider = "openai-compatible"
+	// ProviderGemini is the Google Gemini API.
+	ProviderGemini Provider = "gemini"
+	// ProviderScripted replays a script from a ConfigMap; for demos and tests only.
+	ProviderScripted Provider = "scripted"
+)
+
+// ReasoningEffort asks reasoning models to think less or more.
+// +kubebuilder:validation:Enum=low;medium;high
+type ReasoningEffort string
+
+// Reasoning efforts.
+const (
+	ReasoningLow    ReasoningEffort = "low"
+	ReasoningMedium ReasoningEffort = "medium"
+	ReasoningHigh   ReasoningEffort = "high"
+)
+
+// MessageKind says when an appended message reaches the agent.
+// +kubebuilder:validation:Enum=steer;followUp
+type MessageKind string
+
+// Message kinds.
+const (
+	// MessageSteer is injected into the running loop after the current tool round.
+	MessageSteer MessageKind = "steer"
+	// MessageFollowUp starts a new input once the agent has finished the current one.
+	MessageFollowUp MessageKind = "followUp"
+)
+
+// SubagentWorkspaceMode says where child sessions run.
+// +kubebuilder:validation:Enum=shared;isolated
+type SubagentWorkspaceMode string
+
+// Subagent workspace modes.
+const (
+	// SubagentWorkspaceShared runs children in the parent's workspace pod.
+	SubagentWorkspaceShared SubagentWorkspaceMode = "shared"
+	// SubagentWorkspaceIsolated gives each child its own workspace pod.
+	SubagentWorkspaceIsolated SubagentWorkspaceMode = "isolated"
+)
+
+// Phase is the coarse lifecycle state of an AgentSession. Conditions carry the details.
+// +kubebuilder:validation:Enum=Pending;Provisioning;Running;AwaitingInput;Succeeded;Failed;Aborted
+type Phase string
+
+// Phases.
+const (
+	// PhasePending: accepted, nothing created yet.
+	PhasePending Phase = "Pending"
+	// PhaseProvisioning: the workspace pod is being created or is not Ready yet.
+	PhaseProvisioning Phase = "Provisioning"
+	// PhaseRunning: the agent loop is processing input.
+	PhaseRunning Phase = "Running"
+	// PhaseAwaitingInput: the agent finished its input and waits for a follow-up message.
+	PhaseAwaitingInput Phase = "AwaitingInput"
+	// PhaseSucceeded: the session finished and its workspace was released.
+	PhaseSucceeded Phase = "Succeeded"
+	// PhaseFailed: the session stopped on an error, a limit or a lost workspace.
+	PhaseFailed Phase = "Failed"
+	// PhaseAborted: spec.abort was set or the session was deleted while running.
+	PhaseAborted Phase = "Aborted"
+)
+
+// IsFinal reports whether no further work happens in phase p.
+func (p Phase) IsFinal() bool {
+	return p == PhaseSucceeded || p == PhaseFailed || p == PhaseAborted
+}
+
+// MaxResultBytes bounds status.result; longer results are cut and status.resultTruncated is set.
+const MaxResultBytes = 16 * 1024
+
+// AgentSession runs an autonomous coding agent on a task, with its tools executing in a
+// workspace pod. Append to spec.messages to steer it or give it follow-up work.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ags,categories=agents
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model.name`
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentRef.name`
+// +kubebuilder:printcolumn:name="Turns",type=integer,JSONPath=`.status.turns`
+// +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.usage.total`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 59",message="metadata.name must be at most 59 characters: the workspace pod is named <name>-ws and pod names are limited to 63"
+type AgentSession struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what the agent should do and how it runs.
+	// +required
+	Spec AgentSessionSpec `json:"spec"`
+
+	// status is the observed progress of the session, written by the operator.
+	// +optional
+	Status AgentSessionStatus `json:"status,omitempty"`
+}
+
+// AgentSessionSpec is the desired state of an AgentSession.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.depth) && self.depth > 0) == has(self.parentRef)",message="spec.parentRef must be set exactly when spec.depth > 0 (child sessions are created by their parent)"
+// +kubebuilder:validation:XValidation:rule="!has(self.depth) || self.depth <= (has(self.subagents) && has(self.subagents.maxDepth) ? self.subagents.maxDepth : 1)",message="spec.depth must not exceed spec.subagents.maxDepth (default 1): raise maxDepth or spawn from a shallower session"
+// +kubebuilder:validation:XValidation:rule="has(self.depth) == has(oldSelf.depth) && (!has(self.depth) || self.depth == oldSelf.depth)",message="spec.depth is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.parentRef) == has(oldSelf.parentRef) && (!has(self.parentRef) || self.parentRef == oldSelf.parentRef)",message="spec.parentRef is immutable"
+// +kubebuilder:validation:XValidation:rule="!oldSelf.?abort.orValue(false) || self.?abort.orValue(false)",message="spec.abort cannot be unset once set: create a new AgentSession instead"
+type AgentSessionSpec struct {
+	// prompt is the task given to the agent as its first input. Immutable.
+	// +required
+	// +kubebuilder:validation:MaxLength=262144
+	// +kubebuilder:validation:XValidation:rule="self.trim().size() > 0",message="spec.prompt must not be empty: describe the task for the agent"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.prompt is immutable: append a message to spec.messages to give the agent more work"
+	Prompt string `json:"prompt"`
+
+	// model selects the LLM provider and model. Immutable.
+	// +required
+	Model ModelSpec `json:"model"`
+
+	// instructions are appended to the provider profile's system prompt.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Instructions string `json:"instructions,omitempty"`
+
+	// limits bound the work the agent may do.
+	// +optional
+	Limits Limits `json:"limits,omitempty,omitzero"`
+
+	// tools adjusts the tool set of the provider profile.
+	// +optional
+	Tools ToolsSpec `json:"tools,omitempty,omitzero"`
+
+	// workspace describes the pod the tools run in.
+	// +optional
+	// +kubebuilder:default={}
+	Workspace WorkspaceSpec `json:"workspace,omitempty,omitzero"`
+
+	// subagents bounds the child sessions this session may spawn.
+	// +optional
+	// +kubebuilder:default={}
+	Subagents SubagentsSpec `json:"subagents,omitempty,omitzero"`
+
+	// parentRef names the parent session. Set by the operator on child sessions; immutable.
+	// +optional
+	ParentRef *ParentReference `json:"parentRef,omitempty"`
+
+	// depth is the nesting level: 0 for a top-level session, parent depth + 1 for a child.
+	// Must not exceed subagents.maxDepth. Immutable.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Depth *int32 `json:"depth,omitempty"`
+
+	// messages are inputs for the agent after the prompt. The list is append-only: entries
+	// cannot be edited or removed. Each message is delivered exactly once, in list order;
+	// status.messagesDelivered records the names already delivered.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="oldSelf.all(o, self.exists(n, n.name == o.name))",message="spec.messages is append-only: existing messages cannot be removed"
+	Messages []Message `json:"messages,omitempty"`
+
+	// suspend pauses the agent after the current tool round and releases the runner; the
+	// workspace pod is kept. Set it back to false to resume from the journal.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// abort stops the agent as soon as possible; the session ends in phase Aborted.
+	// Once set it cannot be unset.
+	// +optional
+	Abort bool `json:"abort,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the session this many seconds after it reaches
+	// Succeeded, Failed or Aborted. Unset keeps it forever.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// ModelSpec selects the LLM.
+//
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.model is immutable: create a new AgentSession to use another model"
+// +kubebuilder:validation:XValidation:rule="self.provider in ['scripted', 'openai-compatible'] || has(self.apiKeySecretRef)",message="spec.model.apiKeySecretRef is required for providers anthropic, openai and gemini: reference a Secret key holding the API key"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'scripted' || has(self.scriptConfigMapRef)",message="spec.model.scriptConfigMapRef is required when provider is scripted"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'scripted' || !has(self.scriptConfigMapRef)",message="spec.model.scriptConfigMapRef is only allowed when provider is scripted"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'openai-compatible' || has(self.baseURL)",message="spec.model.baseURL is required when provider is openai-compatible"
+type ModelSpec struct {
+	// provider is the LLM API: anthropic, openai (Responses API), openai-compatible (Chat
+	// Completions at baseURL), gemini, or scripted (replays spec.model.scriptConfigMapRef;
+	// for demos and tests).
+	// +required
+	Provider Provider `json:"provider"`
+
+	// name is the provider's model identifier, e.g. claude-sonnet-4-5 or gpt-5.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+
+	// baseURL overrides the provider's API endpoint (http or https). Required for
+	// openai-compatible.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="spec.model.baseURL must be an http or https URL"
+	BaseURL string `json:"baseURL,omitempty"`
+
+	// apiKeySecretRef is a key of a Secret in the session's namespace holding the API key.
+	// Only the operator reads it; it never enters the workspace pod, events or status.
+	// Required for anthropic, openai and gemini; optional for openai-compatible.
+	// +optional
+	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
+
+	// reasoningEffort is passed to reasoning models: low, medium or high.
+	// +optional
+	ReasoningEffort ReasoningEffort `json:"reasoningEffort,omitempty"`
+
+	// scriptConfigMapRef names a ConfigMap key holding the script of the scripted provider.
+	// Required iff provider is scripted.
+	// +optional
+	ScriptConfigMapRef *ConfigMapKeyRef `json:"scriptConfigMapRef,omitempty"`
+}
+
+// SecretKeyRef selects a key of a Secret in the session's namespace.
+type SecretKeyRef struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// key in the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// ConfigMapKeyRef selects a key of a ConfigMap in the session's namespace.
+type ConfigMapKeyRef struct {
+	// name of the ConfigMap.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// key in the ConfigMap's data. Defaults to script.yaml.
+	// +optional
+	// +kubebuilder:default="script.yaml"
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// Limits bound the work of the agent. Zero or unset means the default.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.defaultCommandTimeout) || !has(self.maxCommandTimeout) || duration(self.maxCommandTimeout) >= duration(self.defaultCommandTimeout)",message="spec.limits.maxCommandTimeout must be at least spec.limits.defaultCommandTimeout"
+type Limits struct {
+	// maxTurns bounds the model calls of the whole session; reaching it fails the session
+	// with reason TurnLimit. 0 means unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxTurns int32 `json:"maxTurns,omitempty"`
+
+	// maxToolRoundsPerInput bounds the model/tool rounds for one input (the prompt or one
+	// message). 0 means unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxToolRoundsPerInput int32 `json:"maxToolRoundsPerInput,omitempty"`
+
+	// defaultCommandTimeout is the shell timeout when the model gives none, e.g. 10s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.limits.defaultCommandTimeout must be a positive duration such as 10s"
+	DefaultCommandTimeout *metav1.Duration `json:"defaultCommandTimeout,omitempty"`
+
+	// maxCommandTimeout caps the timeout the model may ask for, e.g. 10m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.limits.maxCommandTimeout must be a positive duration such as 10m"
+	MaxCommandTimeout *metav1.Duration `json:"maxCommandTimeout,omitempty"`
+
+	// deadline is the wall-clock time the session may run, counted from status.startTime,
+	// e.g. 2h. When it passes the session fails with reason DeadlineExceeded.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.limits.deadline must be a positive duration such as 2h"
+	Deadline *metav1.Duration `json:"deadline,omitempty"`
+
+	// tokenBudget bounds the total (input + output) tokens of the session. When it is
+	// exceeded the session fails with reason TokenBudgetExceeded. 0 means unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TokenBudget int64 `json:"tokenBudget,omitempty"`
+}
+
+// ToolsSpec adjusts the tools of the provider profile.
+type ToolsSpec struct {
+	// profile overrides the tool profile chosen from the provider: openai, anthropic or gemini.
+	// +optional
+	// +kubebuilder:validation:Enum=openai;anthropic;gemini
+	Profile string `json:"profile,omitempty"`
+
+	// disabledTools removes tools by name, e.g. shell.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	DisabledTools []string `json:"disabledTools,omitempty"`
+
+	// outputLimits overrides the character limit of a tool's output shown to the model,
+	// keyed by tool name (the full output still goes to the event stream).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] > 0)",message="spec.tools.outputLimits values must be positive character counts"
+	OutputLimits map[string]int32 `json:"outputLimits,omitempty"`
+}
+
+// WorkspaceSpec describes the workspace pod.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.image) == has(oldSelf.image) && (!has(self.image) || self.image == oldSelf.image)",message="spec.workspace.image is immutable"
+type WorkspaceSpec struct {
+	// image is the container image the tools run in; any image works (the executor is copied
+	// in). Defaults to the operator's workspace image. Immutable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// resources of the workspace container. Defaults to requests cpu 100m / memory 256Mi and
+	// limits cpu 2 / memory 2Gi.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// volume backs /workspace: an emptyDir (default) or a PersistentVolumeClaim. With a PVC
+	// a lost pod is recreated and the session resumes; with an emptyDir it fails. Immutable.
+	// +optional
+	// +kubebuilder:default={}
+	Volume WorkspaceVolume `json:"volume,omitempty,omitzero"`
+
+	// git clones a repository into /workspace before the agent starts.
+	// +optional
+	Git *GitSource `json:"git,omitempty"`
+
+	// env adds environment variables to the workspace container.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// runtimeClassName runs the pod with a sandboxing runtime such as gVisor or Kata.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+
+	// nodeSelector constrains the nodes the pod may run on.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations of the workspace pod.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// allowedEgressHosts lists the hosts the workspace needs to reach (host or *.domain,
+	// optionally :port). v1alpha1 records and validates it but does not enforce it yet:
+	// NetworkPolicy cannot select host names, so enforcement needs an egress proxy.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]{1,5})?$`
+	AllowedEgressHosts []string `json:"allowedEgressHosts,omitempty"`
+}
+
+// WorkspaceVolume is where /workspace lives. At most one of emptyDir and
+// persistentVolumeClaim may be set; neither means an emptyDir.
+//
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.workspace.volume is immutable"
+// +kubebuilder:validation:XValidation:rule="!(has(self.emptyDir) && has(self.persistentVolumeClaim))",message="spec.workspace.volume: set either emptyDir or persistentVolumeClaim, not both"
+type WorkspaceVolume struct {
+	// emptyDir keeps /workspace on the node for the life of the pod.
+	// +optional
+	EmptyDir *EmptyDirVolume `json:"emptyDir,omitempty"`
+	// persistentVolumeClaim keeps /workspace in a PVC, so a lost pod can be recreated.
+	// +optional
+	PersistentVolumeClaim *PVCVolume `json:"persistentVolumeClaim,omitempty"`
+}
+
+// EmptyDirVolume is an emptyDir /workspace.
+type EmptyDirVolume struct {
+	// sizeLimit bounds the volume, e.g. 10Gi.
+	// +optional
+	SizeLimit *resource.Quantity `json:"sizeLimit,omitempty"`
+}
+
+// PVCVolume is a PersistentVolumeClaim /workspace: an existing claim (claimName) or one the
+// operator creates and owns (size).
+//
+// +kubebuilder:validation:XValidation:rule="has(self.claimName) != has(self.size)",message="spec.workspace.volume.persistentVolumeClaim: set claimName (existing claim) or size (new claim), exactly one"
+type PVCVolume struct {
+	// claimName is an existing claim in the session's namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName,omitempty"`
+	// size of a claim created for this session and deleted with it, e.g. 10Gi.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+	// storageClassName of a created claim; empty uses the cluster default.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// GitSource is a repository cloned into /workspace by an init container.
+type GitSource struct {
+	// repository URL (https://, ssh:// or git@host:path).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://') || self.matches('^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:.+$')",message="spec.workspace.git.repository must be an https://, http://, ssh:// or user@host:path URL"
+	Repository string `json:"repository"`
+	// ref is a branch, tag or commit to check out. Empty means the default branch.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Ref string `json:"ref,omitempty"`
+	// credentialsSecretRef names a Secret mounted only into the clone init container. Keys:
+	// username and password (https) or ssh-privatekey and optionally known_hosts (ssh).
+	// +optional
+	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// SubagentsSpec bounds the child sessions of this session.
+type SubagentsSpec struct {
+	// maxDepth is the deepest nesting allowed below the top-level session (depth 0). Default 1:
+	// children, no grandchildren. 0 disables subagents.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=5
+	MaxDepth *int32 `json:"maxDepth,omitempty"`
+	// maxChildren bounds the children alive at once. Default 4.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=64
+	MaxChildren *int32 `json:"maxChildren,omitempty"`
+	// workspace: shared (default) runs children in this session's pod, isolated gives each
+	// its own pod.
+	// +optional
+	Workspace SubagentWorkspaceMode `json:"workspace,omitempty"`
+	// workingDir of children inside a shared workspace, relative to /workspace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="spec.subagents.workingDir must be relative to /workspace and must not contain '..'"
+	WorkingDir string `json:"workingDir,omitempty"`
+}
+
+// ParentReference names the parent session in the same namespace.
+type ParentReference struct {
+	// name of the parent AgentSession.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// uid of the parent AgentSession.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid,omitempty"`
+}
+
+// Message is an input for the agent appended after creation. Messages cannot be edited.
+//
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.messages entries are immutable: append a new message with a new name instead of editing one"
+type Message struct {
+	// name identifies the message; unique within the session (a DNS label).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// kind is steer (injected into the running loop) or followUp (a new input after the
+	// current one finishes). Default followUp.
+	// +optional
+	// +kubebuilder:default=followUp
+	Kind MessageKind `json:"kind,omitempty"`
+	// text of the message.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=65536
+	Text string `json:"text"`
+}
+
+// AgentSessionStatus is the observed state of an AgentSession.
+type AgentSessionStatus struct {
+	// phase is a summary of the lifecycle; conditions carry the details.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// conditions: Ready, WorkspaceReady, Completed, JournalAvailable.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// podName is the workspace pod.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+
+	// turns is the number of model turns so far.
+	// +optional
+	Turns int32 `json:"turns,omitempty"`
+
+	// toolCalls is the number of tool calls completed so far.
+	// +optional
+	ToolCalls int32 `json:"toolCalls,omitempty"`
+
+	// usage is the token usage so far.
+	// +optional
+	Usage Usage `json:"usage,omitempty,omitzero"`
+
+	// result is the agent's last answer, cut at 16 KiB (see resultTruncated). The full
+	// text is in the event stream.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16384
+	Result string `json:"result,omitempty"`
+
+	// resultTruncated is set when result was cut.
+	// +optional
+	ResultTruncated bool `json:"resultTruncated,omitempty"`
+
+	// error explains a Failed phase.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Error string `json:"error,omitempty"`
+
+	// eventsSubject is the NATS subject filter of this session's events, e.g.
+	// agents.default.my-session.>.
+	// +optional
+	EventsSubject string `json:"eventsSubject,omitempty"`
+
+	// lastEventSequence is the sequence number of the last event reflected in this status.
+	// +optional
+	LastEventSequence int64 `json:"lastEventSequence,omitempty"`
+
+	// messagesDelivered lists the names of spec.messages already given to the agent; each is
+	// delivered exactly once.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	MessagesDelivered []string `json:"messagesDelivered,omitempty"`
+
+	// children are the child sessions spawned by this session.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Children []ChildStatus `json:"children,omitempty"`
+
+	// startTime is when the agent loop first started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the session reached Succeeded, Failed or Aborted.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// Usage is token accounting. input includes cached input; output includes reasoning.
+type Usage struct {
+	// input tokens.
+	// +optional
+	Input int64 `json:"input,omitempty"`
+	// output tokens.
+	// +optional
+	Output int64 `json:"output,omitempty"`
+	// reasoning tokens (part of output).
+	// +optional
+	Reasoning int64 `json:"reasoning,omitempty"`
+	// cacheRead tokens (part of input).
+	// +optional
+	CacheRead int64 `json:"cacheRead,omitempty"`
+	// cacheWrite tokens (part of input).
+	// +optional
+	CacheWrite int64 `json:"cacheWrite,omitempty"`
+	// total is input + output.
+	// +optional
+	Total int64 `json:"total,omitempty"`
+}
+
+// ChildStatus summarises a child session.
+type ChildStatus struct {
+	// name of the child AgentSession.
+	// +required
+	Name string `json:"name"`
+	// phase of the child.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// AgentSessionList is a list of AgentSessions.
+type AgentSessionList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the AgentSessions.
+	Items []AgentSession `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AgentSession{}, &AgentSessionList{})
+}

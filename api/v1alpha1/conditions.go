@@ -1,0 +1,73 @@
+package v1alpha1
+
+// Condition types of an AgentSession. All are positive: True is the good state.
+const (
+	// ConditionReady is True while the agent is running or waiting for input without problems,
+	// and after it succeeded.
+	ConditionReady = "Ready"
+	// ConditionWorkspaceReady is True when the workspace pod is Ready to execute tools.
+	ConditionWorkspaceReady = "WorkspaceReady"
+	// ConditionCompleted is True when the session reached a final phase; the reason says how.
+	ConditionCompleted = "Completed"
+	// ConditionJournalAvailable is True when the event journal (NATS JetStream) accepts events.
+	ConditionJournalAvailable = "JournalAvailable"
+)
+
+// Condition reasons.
+const (
+	// ReasonPending: nothing has been done yet.
+	ReasonPending = "Pending"
+	// ReasonPodCreated: the workspace pod was created and is not Ready yet.
+	ReasonPodCreated = "PodCreated"
+	// ReasonPodReady: the workspace pod is Ready.
+	ReasonPodReady = "PodReady"
+	// ReasonPodNotReady: the workspace pod exists but is not Ready.
+	ReasonPodNotReady = "PodNotReady"
+	// ReasonWorkspaceLost: the workspace pod disappeared or failed and its emptyDir is gone.
+	ReasonWorkspaceLost = "WorkspaceLost"
+	// ReasonWorkspaceRecreated: the pod was lost; its PVC is kept and a new pod was created.
+	ReasonWorkspaceRecreated = "WorkspaceRecreated"
+	// ReasonWorkspaceReleased: the session finished and its pod was deleted.
+	ReasonWorkspaceReleased = "WorkspaceReleased"
+	// ReasonRunning: the agent loop is processing input.
+	ReasonRunning = "Running"
+	// ReasonAwaitingInput: the agent finished its input and waits for a follow-up message.
+	ReasonAwaitingInput = "AwaitingInput"
+	// ReasonSuspended: spec.suspend is set.
+	ReasonSuspended = "Suspended"
+	// ReasonSucceeded: the agent finished its work.
+	ReasonSucceeded = "Succeeded"
+	// ReasonFailed: the agent loop stopped on an error.
+	ReasonFailed = "Failed"
+	// ReasonAborted: spec.abort was set.
+	ReasonAborted = "Aborted"
+	// ReasonDeadlineExceeded: spec.limits.deadline passed.
+	ReasonDeadlineExceeded = "DeadlineExceeded"
+	// ReasonTokenBudgetExceeded: status.usage.total passed spec.limits.tokenBudget.
+	ReasonTokenBudgetExceeded = "TokenBudgetExceeded"
+	// ReasonTurnLimit: spec.limits.maxTurns was reached.
+	ReasonTurnLimit = "TurnLimit"
+	// ReasonConfigError: a referenced Secret or ConfigMap is missing or invalid.
+	ReasonConfigError = "ConfigError"
+	// ReasonJournalConnected: events are being journaled.
+	ReasonJournalConnected = "Connected"
+	// ReasonJournalUnavailable: the journal cannot be reached; the agent waits at the next boundary.
+	ReasonJournalUnavailable = "Unavailable"
+)
+
+// Labels and annotations set by the operator.
+const (
+	// LabelSession is set on every object created for a session to the session's name.
+	LabelSession = "agent-operator.dev/session"
+	// LabelSessionUID is set on every object created for a session to the session's UID.
+	LabelSessionUID = "agent-operator.dev/session-uid"
+	// LabelParent is set on child sessions to the parent's name.
+	LabelParent = "agent-operator.dev/parent"
+	// LabelParentUID is set on child sessions to the parent's UID.
+	LabelParentUID = "agent-operator.dev/parent-uid"
+	// AnnotationSharedWorkspace is set on child sessions that run in their parent's workspace
+	// pod, to the parent's name.
+	AnnotationSharedWorkspace = "agent-operator.dev/shared-workspace"
+	// Finalizer keeps a session until its runner stopped and its journal was flushed.
+	Finalizer = "agent-operator.dev/finalizer"
+)

@@ -1,0 +1,222 @@
+// Command manager runs the agent-operator controller manager: the AgentSession
+// reconciler, the session runners and (unless --nats-url is given) an embedded
+// NATS server with JetStream that holds the session journals. It only parses
+// flags and wires packages together.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/nats-io/nats.go"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/controllers/agentsession"
+	"github.com/agent-operator/agent-operator/internal/events"
+	"github.com/agent-operator/agent-operator/internal/k8senv"
+	"github.com/agent-operator/agent-operator/internal/runner"
+)
+
+type options struct {
+	metricsAddr, probeAddr string
+	leaderElect            bool
+	leaderElectionID       string
+
+	natsURL   string
+	natsConn  events.ConnectOptions
+	storeDir  string
+	natsPort  int
+	natsHost  string
+	stream    events.StreamConfig
+	shutdown  time.Duration
+	images    agentsession.Images
+	pullPol   string
+	verbosity int
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica runs sessions.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "agent-operator.agent-operator.dev", "Name of the leader election Lease.")
+	fs.StringVar(&o.natsURL, "nats-url", "", "URL of an external NATS server with JetStream; empty embeds one.")
+	fs.StringVar(&o.natsConn.CredsFile, "nats-creds-file", "", "NATS .creds file for --nats-url.")
+	fs.StringVar(&o.natsConn.NKeySeedFile, "nats-nkey-file", "", "NATS NKey seed file for --nats-url.")
+	fs.StringVar(&o.natsConn.CAFile, "nats-ca-file", "", "CA bundle that verifies the NATS server.")
+	fs.StringVar(&o.natsConn.CertFile, "nats-cert-file", "", "Client certificate for NATS.")
+	fs.StringVar(&o.natsConn.KeyFile, "nats-key-file", "", "Client key for NATS.")
+	fs.StringVar(&o.storeDir, "nats-store-dir", "/var/lib/agent-operator/nats", "JetStream store of the embedded server.")
+	fs.IntVar(&o.natsPort, "nats-port", 4222, "Client port of the embedded server (0: in-process only).")
+	fs.StringVar(&o.natsHost, "nats-host", "127.0.0.1", "Listen address of the embedded server; loopback keeps it reachable only through kubectl port-forward.")
+	fs.StringVar(&o.stream.Name, "stream-name", events.DefaultStreamName, "JetStream stream of the events.")
+	fs.StringVar(&o.stream.Prefix, "stream-prefix", events.DefaultPrefix, "First subject token of the events.")
+	fs.StringVar(&o.stream.Storage, "stream-storage", "file", "Stream storage: file or memory.")
+	fs.DurationVar(&o.stream.MaxAge, "stream-max-age", events.DefaultMaxAge, "How long events are kept.")
+	fs.Int64Var(&o.stream.MaxBytes, "stream-max-bytes", 0, "Stream size bound in bytes (0: unlimited).")
+	fs.IntVar(&o.stream.Replicas, "stream-replicas", 1, "Stream replicas (external NATS clusters).")
+	fs.DurationVar(&o.shutdown, "shutdown-timeout", 30*time.Second, "How long sessions get to detach on shutdown.")
+	fs.StringVar(&o.images.Workspace, "workspace-image", "agent-operator/workspace:dev", "Default workspace image.")
+	fs.StringVar(&o.images.Executor, "executor-image", "agent-operator/executor:dev", "Image holding /executor-sidecar.")
+	fs.StringVar(&o.pullPol, "image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of workspace pods.")
+	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity.")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch p := corev1.PullPolicy(o.pullPol); p {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		o.images.PullPolicy = p
+	default:
+		return o, fmt.Errorf("--image-pull-policy %q: want Always, IfNotPresent or Never", o.pullPol)
+	}
+	if err := o.stream.Validate(); err != nil {
+		return o, fmt.Errorf("stream flags: %w", err)
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(o.verbosity)))
+	ctrl.SetLogger(log)
+	klog.SetLogger(log)
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		log.Error(err, "Manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	log := ctrl.Log.WithName("setup")
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), agentsv1.AddToScheme(scheme)); err != nil {
+		return fmt.Errorf("build scheme: %w", err)
+	}
+	nc, stopNATS, err := connectNATS(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+	pub, err := events.NewPublisher(nc, events.PublisherOptions{Stream: o.stream})
+	if err != nil {
+		return err
+	}
+	if err := pub.EnsureStream(ctx); err != nil {
+		return fmt.Errorf("ensure events stream: %w", err)
+	}
+
+	managed, err := labels.NewRequirement(agentsv1.LabelSession, selection.Exists, nil)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.probeAddr,
+		LeaderElection:         o.leaderElect,
+		LeaderElectionID:       o.leaderElectionID,
+		// Only workspace pods are cached, not every pod of the cluster.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Label: labels.NewSelector().Add(*managed)},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("new manager: %w", err)
+	}
+	pool, err := k8senv.NewPool(k8senv.Config{REST: mgr.GetConfig(), Log: ctrl.Log.WithName("k8senv")})
+	if err != nil {
+		return fmt.Errorf("new exec pool: %w", err)
+	}
+	defer pool.Close()
+
+	rec := agentsession.NewReconciler()
+	run, err := runner.New(runner.Options{
+		Reader:   mgr.GetAPIReader(),
+		Journals: pub,
+		Clients:  runner.ProviderClients,
+		Envs:     runner.K8sEnvFactory(pool),
+		Client:   client.WithFieldOwner(mgr.GetClient(), "agent-operator"),
+		Notify:   rec.Notify,
+		Log:      ctrl.Log.WithName("runner"),
+	})
+	if err != nil {
+		return err
+	}
+	rec.Client = client.WithFieldOwner(mgr.GetClient(), "agent-operator")
+	rec.Scheme = mgr.GetScheme()
+	rec.Recorder = mgr.GetEventRecorder("agent-operator")
+	rec.Runner = run
+	rec.Images = o.images
+	rec.EventsPrefix = o.stream.Prefix
+	if err := rec.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// Detach every session on shutdown so another replica resumes it from the journal.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
+		defer cancel()
+		return run.Shutdown(sctx)
+	})); err != nil {
+		return err
+	}
+	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", natsReady(nc))); err != nil {
+		return fmt.Errorf("add probes: %w", err)
+	}
+	log.Info("Starting manager", "embeddedNATS", o.natsURL == "")
+	return mgr.Start(ctx)
+}
+
+// connectNATS dials --nats-url, or starts the embedded server.
+func connectNATS(ctx context.Context, o options) (*nats.Conn, func(), error) {
+	if o.natsURL != "" {
+		nc, err := events.Connect(ctx, o.natsURL, o.natsConn)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect nats: %w", err)
+		}
+		return nc, nc.Close, nil
+	}
+	srv, err := events.StartEmbedded(ctx, events.EmbeddedOptions{StoreDir: o.storeDir, Port: o.natsPort, Host: o.natsHost})
+	if err != nil {
+		return nil, nil, fmt.Errorf("start embedded nats: %w", err)
+	}
+	nc, err := srv.Connect()
+	if err != nil {
+		srv.Shutdown()
+		return nil, nil, fmt.Errorf("connect embedded nats: %w", err)
+	}
+	return nc, func() { nc.Close(); srv.Shutdown() }, nil
+}
+
+func natsReady(nc *nats.Conn) healthz.Checker {
+	return func(_ *http.Request) error {
+		if !nc.IsConnected() {
+			return errors.New("nats is not connected")
+		}
+		return nil
+	}
+}

@@ -1,0 +1,267 @@
+package agentsession
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/runner"
+)
+
+// Paths and names inside the workspace pod.
+const (
+	workspaceDir   = "/workspace"
+	agentBinDir    = "/agent/bin"
+	sidecarBinary  = agentBinDir + "/executor-sidecar"
+	volWorkspace   = "workspace"
+	volAgentBin    = "agent-bin"
+	volTmp         = "tmp"
+	volGitCreds    = "git-credentials"
+	gitCredsDir    = "/etc/git-credentials"
+	defaultUserID  = 65532
+	podNameSuffix  = "-ws"
+	pvcNameSuffix  = "-workspace"
+	fieldOwnerName = "agent-operator"
+)
+
+// Images are the images the operator puts into workspace pods.
+type Images struct {
+	// Workspace is the default workspace image (spec.workspace.image overrides it).
+	Workspace string
+	// Executor holds /executor-sidecar and git; it is copied into every pod.
+	Executor string
+	// PullPolicy of both.
+	PullPolicy corev1.PullPolicy
+}
+
+// podName is the deterministic name of a session's workspace pod.
+func podName(s *agentsv1.AgentSession) string { return s.Name + podNameSuffix }
+
+// pvcName is the name of a PVC the operator creates for spec.workspace.volume.persistentVolumeClaim.size.
+func pvcName(s *agentsv1.AgentSession) string { return s.Name + pvcNameSuffix }
+
+// sessionLabels are set on every object created for s.
+func sessionLabels(s *agentsv1.AgentSession) map[string]string {
+	return map[string]string{
+		agentsv1.LabelSession:          s.Name,
+		agentsv1.LabelSessionUID:       string(s.UID),
+		"app.kubernetes.io/managed-by": "agent-operator",
+		"app.kubernetes.io/component":  "workspace",
+	}
+}
+
+// defaultResources apply when spec.workspace.resources is unset.
+func defaultResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("256Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU:              resource.MustParse("2"),
+			corev1.ResourceMemory:           resource.MustParse("2Gi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("10Gi"),
+		},
+	}
+}
+
+// initResources bound the short-lived init containers.
+func initResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+	}
+}
+
+// restrictedContext is the container security context of the restricted Pod
+// Security Standard.
+func restrictedContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		RunAsUser:                ptr.To[int64](defaultUserID),
+		RunAsGroup:               ptr.To[int64](defaultUserID),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// buildPod returns the workspace pod of s (without the ownerReference, which
+// the caller sets). It is a pure function of the spec and images.
+func buildPod(s *agentsv1.AgentSession, img Images) *corev1.Pod {
+	ws := s.Spec.Workspace
+	image := ws.Image
+	if image == "" {
+		image = img.Workspace
+	}
+	resources := defaultResources()
+	if ws.Resources != nil {
+		resources = *ws.Resources.DeepCopy()
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: volWorkspace, MountPath: workspaceDir},
+		{Name: volAgentBin, MountPath: agentBinDir, ReadOnly: true},
+		{Name: volTmp, MountPath: "/tmp"},
+	}
+	env := append([]corev1.EnvVar{{Name: "HOME", Value: workspaceDir}}, ws.Env...)
+	initContainers := []corev1.Container{{
+		Name:            "install-executor",
+		Image:           img.Executor,
+		ImagePullPolicy: img.PullPolicy,
+		Command:         []string{"/executor-sidecar", "copy-to", agentBinDir},
+		VolumeMounts:    []corev1.VolumeMount{{Name: volAgentBin, MountPath: agentBinDir}},
+		SecurityContext: restrictedContext(),
+		Resources:       initResources(),
+	}}
+	volumes := []corev1.Volume{
+		workspaceVolume(s),
+		{Name: volAgentBin, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: volTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	if ws.Git != nil {
+		c, v := gitCloneContainer(ws.Git, image, img.PullPolicy)
+		initContainers = append(initContainers, c)
+		volumes = append(volumes, v...)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      podName(s),
+			Namespace: s.Namespace,
+			Labels:    sessionLabels(s),
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](10),
+			RuntimeClassName:              ws.RuntimeClassName,
+			NodeSelector:                  ws.NodeSelector,
+			Tolerations:                   ws.Tolerations,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr.To(true),
+				RunAsUser:      ptr.To[int64](defaultUserID),
+				RunAsGroup:     ptr.To[int64](defaultUserID),
+				FSGroup:        ptr.To[int64](defaultUserID),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			InitContainers: initContainers,
+			Containers: []corev1.Container{{
+				Name:            runner.WorkspaceContainer,
+				Image:           image,
+				ImagePullPolicy: img.PullPolicy,
+				Command:         []string{sidecarBinary, "idle"},
+				WorkingDir:      workspaceDir,
+				Env:             env,
+				VolumeMounts:    mounts,
+				SecurityContext: restrictedContext(),
+				Resources:       resources,
+			}},
+			Volumes: volumes,
+		},
+	}
+}
+
+func workspaceVolume(s *agentsv1.AgentSession) corev1.Volume {
+	v := s.Spec.Workspace.Volume
+	if p := v.PersistentVolumeClaim; p != nil {
+		claim := p.ClaimName
+		if claim == "" {
+			claim = pvcName(s)
+		}
+		return corev1.Volume{Name: volWorkspace, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+		}}
+	}
+	ed := &corev1.EmptyDirVolumeSource{}
+	if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
+		ed.SizeLimit = ptr.To(v.EmptyDir.SizeLimit.DeepCopy())
+	}
+	return corev1.Volume{Name: volWorkspace, VolumeSource: corev1.VolumeSource{EmptyDir: ed}}
+}
+
+// gitCloneScript clones $GIT_REPOSITORY at $GIT_REF into /workspace. HTTPS
+// credentials come from files through a credential helper, so they never
+// appear in the command line or the remote URL.
+const gitCloneScript = `set -eu
+if [ -n "$(ls -A /workspace 2>/dev/null)" ]; then echo "workspace not empty, skipping clone"; exit 0; fi
+export GIT_TERMINAL_PROMPT=0
+if [ -f ` + gitCredsDir + `/password ]; then
+  git config --global credential.helper '!f() { echo username=$(cat ` + gitCredsDir + `/username 2>/dev/null || echo git); echo password=$(cat ` + gitCredsDir + `/password); }; f'
+fi
+if [ -f ` + gitCredsDir + `/ssh-privatekey ]; then
+  kh=` + gitCredsDir + `/known_hosts; opt="-o StrictHostKeyChecking=yes -o UserKnownHostsFile=$kh"
+  [ -f "$kh" ] || opt="-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=/tmp/known_hosts"
+  export GIT_SSH_COMMAND="ssh -i ` + gitCredsDir + `/ssh-privatekey $opt"
+fi
+git clone --no-checkout -- "$GIT_REPOSITORY" /workspace
+cd /workspace
+git checkout ${GIT_REF:+"$GIT_REF"}
+`
+
+// gitCloneContainer clones spec.workspace.git with the workspace image (which
+// must provide sh and git); the credentials Secret is mounted into this init
+// container only.
+func gitCloneContainer(g *agentsv1.GitSource, image string, pull corev1.PullPolicy) (corev1.Container, []corev1.Volume) {
+	c := corev1.Container{
+		Name:            "git-clone",
+		Image:           image,
+		ImagePullPolicy: pull,
+		Command:         []string{"/bin/sh", "-c", gitCloneScript},
+		Env: []corev1.EnvVar{
+			{Name: "GIT_REPOSITORY", Value: g.Repository},
+			{Name: "GIT_REF", Value: g.Ref},
+			{Name: "HOME", Value: "/tmp"},
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: volWorkspace, MountPath: workspaceDir},
+			{Name: volTmp, MountPath: "/tmp"},
+		},
+		SecurityContext: restrictedContext(),
+		Resources:       initResources(),
+	}
+	var vols []corev1.Volume
+	if g.CredentialsSecretRef != nil {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: volGitCreds, MountPath: gitCredsDir, ReadOnly: true})
+		vols = append(vols, corev1.Volume{Name: volGitCreds, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: g.CredentialsSecretRef.Name, DefaultMode: ptr.To[int32](0o400)},
+		}})
+	}
+	return c, vols
+}
+
+// buildPVC returns the claim the operator creates when the spec asks for a size.
+func buildPVC(s *agentsv1.AgentSession) *corev1.PersistentVolumeClaim {
+	p := s.Spec.Workspace.Volume.PersistentVolumeClaim
+	if p == nil || p.Size == nil {
+		return nil
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: pvcName(s), Namespace: s.Namespace, Labels: sessionLabels(s)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: p.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: p.Size.DeepCopy()}},
+		},
+	}
+}
+
+// podReady reports whether the pod can run tools.
+func podReady(pod *corev1.Pod) bool {
+	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podGone reports whether a pod can never run tools again.
+func podGone(pod *corev1.Pod) bool {
+	return pod != nil && (pod.DeletionTimestamp != nil ||
+		pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded)
+}

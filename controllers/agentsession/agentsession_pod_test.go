@@ -1,0 +1,96 @@
+package agentsession
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+)
+
+var testImages = Images{Workspace: "ws:dev", Executor: "exec:dev", PullPolicy: corev1.PullIfNotPresent}
+
+func session(mutate func(*agentsv1.AgentSession)) *agentsv1.AgentSession {
+	s := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "fix-bug", Namespace: "team", UID: "u-1"}}
+	if mutate != nil {
+		mutate(s)
+	}
+	return s
+}
+
+func TestBuildPod(t *testing.T) {
+	cases := []struct {
+		name  string
+		spec  func(*agentsv1.AgentSession)
+		check func(t *testing.T, pod *corev1.Pod)
+	}{
+		{"defaults", nil, func(t *testing.T, pod *corev1.Pod) {
+			if pod.Name != "fix-bug-ws" || pod.Labels[agentsv1.LabelSessionUID] != "u-1" {
+				t.Errorf("name/labels = %s %v", pod.Name, pod.Labels)
+			}
+			c := pod.Spec.Containers[0]
+			if c.Image != "ws:dev" || c.Name != "workspace" || c.WorkingDir != "/workspace" {
+				t.Errorf("container = %s %s %s", c.Image, c.Name, c.WorkingDir)
+			}
+			if pod.Spec.Volumes[0].EmptyDir == nil || len(pod.Spec.InitContainers) != 1 {
+				t.Errorf("want emptyDir workspace and one init container: %+v", pod.Spec)
+			}
+			if !*pod.Spec.SecurityContext.RunAsNonRoot || *pod.Spec.SecurityContext.RunAsUser != 65532 {
+				t.Errorf("pod security context = %+v", pod.Spec.SecurityContext)
+			}
+		}},
+		{"image and resources from the spec", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Image = "golang:1.26"
+			s.Spec.Workspace.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")}}
+			s.Spec.Workspace.RuntimeClassName = ptr.To("gvisor")
+		}, func(t *testing.T, pod *corev1.Pod) {
+			c := pod.Spec.Containers[0]
+			if c.Image != "golang:1.26" || c.Resources.Limits.Memory().String() != "8Gi" || *pod.Spec.RuntimeClassName != "gvisor" {
+				t.Errorf("container = %s %v %v", c.Image, c.Resources, pod.Spec.RuntimeClassName)
+			}
+		}},
+		{"new pvc", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptr.To(resource.MustParse("5Gi"))}
+		}, func(t *testing.T, pod *corev1.Pod) {
+			if v := pod.Spec.Volumes[0].PersistentVolumeClaim; v == nil || v.ClaimName != "fix-bug-workspace" {
+				t.Errorf("workspace volume = %+v", pod.Spec.Volumes[0])
+			}
+		}},
+		{"git credentials only in the clone container", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Git = &agentsv1.GitSource{Repository: "https://example.com/r.git", Ref: "main",
+				CredentialsSecretRef: &corev1.LocalObjectReference{Name: "git"}}
+		}, func(t *testing.T, pod *corev1.Pod) {
+			if len(pod.Spec.InitContainers) != 2 || pod.Spec.InitContainers[1].Name != "git-clone" {
+				t.Fatalf("init containers = %+v", pod.Spec.InitContainers)
+			}
+			mounted := func(c corev1.Container) bool {
+				return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volGitCreds })
+			}
+			if !mounted(pod.Spec.InitContainers[1]) || mounted(pod.Spec.InitContainers[0]) || mounted(pod.Spec.Containers[0]) {
+				t.Error("git credentials must be mounted into the clone container only")
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := buildPod(session(tc.spec), testImages)
+			for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+				sc := c.SecurityContext
+				if sc == nil || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+					t.Errorf("container %s is not restricted: %+v", c.Name, sc)
+				}
+				if c.Resources.Limits.Cpu().IsZero() && c.Resources.Limits.Memory().IsZero() {
+					t.Errorf("container %s has no limits", c.Name)
+				}
+			}
+			if *pod.Spec.AutomountServiceAccountToken {
+				t.Error("service account token mounted")
+			}
+			tc.check(t, pod)
+		})
+	}
+}

@@ -1,0 +1,210 @@
+package agentsession
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/events"
+	"github.com/agent-operator/agent-operator/internal/runner"
+)
+
+// observation is what one reconcile saw: the inputs of computeStatus.
+type observation struct {
+	// pod is the workspace pod, nil when there is none.
+	pod *corev1.Pod
+	// lost is set when a pod the session was using is gone and cannot be replaced.
+	lost bool
+	// recreated is set when a lost pod on a PVC is being replaced.
+	recreated bool
+	// progress is the runner's view, nil when no runner exists.
+	progress *runner.Progress
+	// suspended is set while spec.suspend holds the runner stopped.
+	suspended bool
+	// released is set once the pod of a finished session was deleted.
+	released bool
+	// expired names the limit that ended the session while no runner ran
+	// (ReasonDeadlineExceeded), or is empty.
+	expired string
+	// eventsPrefix is the first subject token of the events stream.
+	eventsPrefix string
+	// children are the child sessions.
+	children []agentsv1.ChildStatus
+}
+
+// computeStatus returns the new status of s from what was observed. It is a
+// pure function (now is passed in) so the decisions are table-tested.
+func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) agentsv1.AgentSessionStatus {
+	st := *s.Status.DeepCopy()
+	gen := s.Generation
+	if obs.pod != nil {
+		st.PodName = obs.pod.Name
+	}
+	if obs.eventsPrefix != "" {
+		st.EventsSubject = events.SessionFilter(obs.eventsPrefix, events.SessionRef{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)})
+	}
+	mirrorProgress(&st, obs.progress)
+	st.Children = obs.children
+	if len(st.Children) == 0 {
+		st.Children = nil
+	}
+	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1.ConditionWorkspaceReady); c != nil &&
+		c.Reason == agentsv1.ReasonWorkspaceLost && s.Status.Phase.IsFinal() {
+		obs.lost = true // keep saying why the session failed
+	}
+
+	phase, reason, msg := decidePhase(s, obs)
+	if phase != "" {
+		st.Phase = phase
+	}
+	if st.Phase == "" {
+		st.Phase = agentsv1.PhasePending
+	}
+	if reason == "" {
+		reason = string(st.Phase)
+	}
+	if st.Phase == agentsv1.PhaseFailed && msg != "" {
+		st.Error = truncate(msg, 4096)
+	}
+	if st.StartTime == nil && (st.Phase == agentsv1.PhaseRunning || st.LastEventSequence > 0) {
+		st.StartTime = ptrTime(now)
+		if obs.progress != nil && !obs.progress.StartTime.IsZero() {
+			st.StartTime = ptrTime(metav1.NewTime(obs.progress.StartTime))
+		}
+	}
+	final := st.Phase.IsFinal()
+	switch {
+	case final && st.CompletionTime == nil:
+		st.CompletionTime = ptrTime(now)
+	case !final:
+		st.CompletionTime = nil
+	}
+
+	setCondition(&st, agentsv1.ConditionWorkspaceReady, workspaceCondition(obs), gen)
+	ready := metav1.Condition{Type: agentsv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
+	switch {
+	case obs.suspended:
+		ready.Reason, ready.Message = agentsv1.ReasonSuspended, "spec.suspend is set"
+	case st.Phase == agentsv1.PhaseRunning || st.Phase == agentsv1.PhaseAwaitingInput || st.Phase == agentsv1.PhaseSucceeded:
+		ready.Status = metav1.ConditionTrue
+	}
+	setCondition(&st, agentsv1.ConditionReady, ready, gen)
+	completed := metav1.Condition{Type: agentsv1.ConditionCompleted, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
+	if final {
+		completed.Status = metav1.ConditionTrue
+	}
+	setCondition(&st, agentsv1.ConditionCompleted, completed, gen)
+	if p := obs.progress; p != nil {
+		j := metav1.Condition{Type: agentsv1.ConditionJournalAvailable, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonJournalConnected}
+		if !p.JournalAvailable {
+			j.Status, j.Reason, j.Message = metav1.ConditionFalse, agentsv1.ReasonJournalUnavailable, truncate(p.JournalError, 1024)
+		}
+		setCondition(&st, agentsv1.ConditionJournalAvailable, j, gen)
+	}
+	return st
+}
+
+// decidePhase returns the phase the observation implies, or "" to keep the
+// current one. Final phases other than Succeeded never change.
+func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, string, string) {
+	cur := s.Status.Phase
+	if cur == agentsv1.PhaseFailed || cur == agentsv1.PhaseAborted {
+		if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1.ConditionCompleted); c != nil {
+			return "", c.Reason, c.Message
+		}
+		return "", string(cur), s.Status.Error
+	}
+	p := obs.progress
+	switch {
+	case obs.lost:
+		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceLost,
+			"the workspace pod is gone and its emptyDir with it; use a persistentVolumeClaim volume to survive pod loss"
+	case p != nil && (p.Phase == agentsv1.PhaseFailed || p.Phase == agentsv1.PhaseAborted):
+		return p.Phase, p.Reason, p.Error
+	case s.Spec.Abort:
+		if p == nil || p.Done {
+			return agentsv1.PhaseAborted, agentsv1.ReasonAborted, "spec.abort is set"
+		}
+		return "", "", ""
+	case obs.expired != "":
+		return agentsv1.PhaseFailed, obs.expired, "spec.limits.deadline passed"
+	case obs.suspended:
+		return "", agentsv1.ReasonSuspended, "spec.suspend is set"
+	case p != nil && p.Phase != "":
+		return p.Phase, p.Reason, p.Error
+	case cur == agentsv1.PhaseSucceeded || cur == agentsv1.PhaseAwaitingInput || cur == agentsv1.PhaseRunning:
+		if !podReady(obs.pod) {
+			return agentsv1.PhaseProvisioning, agentsv1.ReasonPodNotReady, "waiting for the workspace pod"
+		}
+		return "", "", ""
+	case obs.pod == nil:
+		return agentsv1.PhasePending, agentsv1.ReasonPending, ""
+	case !podReady(obs.pod):
+		return agentsv1.PhaseProvisioning, agentsv1.ReasonPodCreated, "waiting for the workspace pod to become Ready"
+	default:
+		return agentsv1.PhaseRunning, agentsv1.ReasonRunning, "starting the agent"
+	}
+}
+
+func workspaceCondition(obs observation) metav1.Condition {
+	c := metav1.Condition{Type: agentsv1.ConditionWorkspaceReady, Status: metav1.ConditionFalse}
+	switch {
+	case obs.lost:
+		c.Reason, c.Message = agentsv1.ReasonWorkspaceLost, "the workspace pod is gone"
+	case obs.released:
+		c.Reason, c.Message = agentsv1.ReasonWorkspaceReleased, "the workspace pod was deleted"
+	case obs.recreated:
+		c.Reason, c.Message = agentsv1.ReasonWorkspaceRecreated, "the workspace pod was lost; a new one uses the same claim"
+	case obs.pod == nil:
+		c.Reason = agentsv1.ReasonPending
+	case podReady(obs.pod):
+		c.Status, c.Reason = metav1.ConditionTrue, agentsv1.ReasonPodReady
+	default:
+		c.Reason, c.Message = agentsv1.ReasonPodNotReady, "pod phase "+string(obs.pod.Status.Phase)
+	}
+	return c
+}
+
+// mirrorProgress copies the runner's counters into status.
+func mirrorProgress(st *agentsv1.AgentSessionStatus, p *runner.Progress) {
+	if p == nil {
+		return
+	}
+	st.Turns = int32(p.Turns)
+	st.ToolCalls = int32(p.ToolCalls)
+	st.Usage = agentsv1.Usage{
+		Input: p.Usage.InputTokens, Output: p.Usage.OutputTokens, Reasoning: p.Usage.ReasoningTokens,
+		CacheRead: p.Usage.CacheReadTokens, CacheWrite: p.Usage.CacheWriteTokens, Total: p.Usage.Total(),
+	}
+	if p.Result != "" {
+		st.Result, st.ResultTruncated = p.Result, p.ResultTruncated
+	}
+	if p.LastSeq > 0 {
+		st.LastEventSequence = int64(p.LastSeq)
+	}
+	for _, n := range p.Delivered {
+		if !slices.Contains(st.MessagesDelivered, n) {
+			st.MessagesDelivered = append(st.MessagesDelivered, n)
+		}
+	}
+	if !p.StartTime.IsZero() && st.StartTime == nil {
+		st.StartTime = ptrTime(metav1.NewTime(p.StartTime))
+	}
+}
+
+func setCondition(st *agentsv1.AgentSessionStatus, _ string, c metav1.Condition, gen int64) {
+	c.ObservedGeneration = gen
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+func ptrTime(t metav1.Time) *metav1.Time { return &t }

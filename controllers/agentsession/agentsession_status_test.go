@@ -1,0 +1,144 @@
+package agentsession
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/llm"
+	"github.com/agent-operator/agent-operator/internal/runner"
+)
+
+func readyPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "s-ws"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+		}},
+	}
+}
+
+func pendingPod() *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "s-ws"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+}
+
+func TestComputeStatus(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	running := agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseRunning, StartTime: &now}
+	cases := []struct {
+		name          string
+		status        agentsv1.AgentSessionStatus
+		abort         bool
+		obs           observation
+		wantPhase     agentsv1.Phase
+		wantReady     metav1.ConditionStatus
+		wantWorkspace string
+		wantCompleted metav1.ConditionStatus
+		wantReason    string
+	}{
+		{"nothing yet", agentsv1.AgentSessionStatus{}, false, observation{},
+			agentsv1.PhasePending, metav1.ConditionFalse, agentsv1.ReasonPending, metav1.ConditionFalse, agentsv1.ReasonPending},
+		{"pod pending", agentsv1.AgentSessionStatus{}, false, observation{pod: pendingPod()},
+			agentsv1.PhaseProvisioning, metav1.ConditionFalse, agentsv1.ReasonPodNotReady, metav1.ConditionFalse, agentsv1.ReasonPodCreated},
+		{"pod ready, runner starting", agentsv1.AgentSessionStatus{}, false, observation{pod: readyPod()},
+			agentsv1.PhaseRunning, metav1.ConditionTrue, agentsv1.ReasonPodReady, metav1.ConditionFalse, agentsv1.ReasonRunning},
+		{"runner succeeded", running, false, observation{pod: readyPod(), progress: &runner.Progress{
+			Phase: agentsv1.PhaseSucceeded, Reason: agentsv1.ReasonSucceeded, JournalAvailable: true}},
+			agentsv1.PhaseSucceeded, metav1.ConditionTrue, agentsv1.ReasonPodReady, metav1.ConditionTrue, agentsv1.ReasonSucceeded},
+		{"token budget", running, false, observation{pod: readyPod(), progress: &runner.Progress{
+			Phase: agentsv1.PhaseFailed, Reason: agentsv1.ReasonTokenBudgetExceeded, Error: "token budget of 10 exceeded"}},
+			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonPodReady, metav1.ConditionTrue, agentsv1.ReasonTokenBudgetExceeded},
+		{"emptyDir pod lost wins over the runner's abort", running, false, observation{lost: true, progress: &runner.Progress{
+			Phase: agentsv1.PhaseAborted, Reason: agentsv1.ReasonAborted}},
+			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceLost, metav1.ConditionTrue, agentsv1.ReasonWorkspaceLost},
+		{"abort waits for the runner", running, true, observation{pod: readyPod(), progress: &runner.Progress{Phase: agentsv1.PhaseRunning}},
+			agentsv1.PhaseRunning, metav1.ConditionTrue, agentsv1.ReasonPodReady, metav1.ConditionFalse, agentsv1.ReasonRunning},
+		{"abort done", running, true, observation{pod: readyPod(), progress: &runner.Progress{Phase: agentsv1.PhaseRunning, Done: true}},
+			agentsv1.PhaseAborted, metav1.ConditionFalse, agentsv1.ReasonPodReady, metav1.ConditionTrue, agentsv1.ReasonAborted},
+		{"deadline while no runner", running, false, observation{pod: readyPod(), expired: agentsv1.ReasonDeadlineExceeded},
+			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonPodReady, metav1.ConditionTrue, agentsv1.ReasonDeadlineExceeded},
+		{"suspended", running, false, observation{pod: readyPod(), suspended: true},
+			agentsv1.PhaseRunning, metav1.ConditionFalse, agentsv1.ReasonPodReady, metav1.ConditionFalse, agentsv1.ReasonSuspended},
+		{"failed stays failed", agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseFailed, Conditions: []metav1.Condition{
+			{Type: agentsv1.ConditionCompleted, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonTurnLimit}}},
+			false, observation{pod: readyPod(), progress: &runner.Progress{Phase: agentsv1.PhaseSucceeded}},
+			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonPodReady, metav1.ConditionTrue, agentsv1.ReasonTurnLimit},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Generation: 3}}
+			s.Spec.Abort = tc.abort
+			s.Status = tc.status
+			st := computeStatus(s, tc.obs, now)
+			if st.Phase != tc.wantPhase {
+				t.Fatalf("phase = %s, want %s", st.Phase, tc.wantPhase)
+			}
+			check := func(typ string, want metav1.ConditionStatus, reason string) {
+				t.Helper()
+				c := meta.FindStatusCondition(st.Conditions, typ)
+				if c == nil || c.Status != want || (reason != "" && c.Reason != reason) || c.ObservedGeneration != 3 {
+					t.Errorf("%s = %+v, want %s/%s at generation 3", typ, c, want, reason)
+				}
+			}
+			check(agentsv1.ConditionReady, tc.wantReady, "")
+			check(agentsv1.ConditionWorkspaceReady, condStatus(tc.wantWorkspace == agentsv1.ReasonPodReady), tc.wantWorkspace)
+			check(agentsv1.ConditionCompleted, tc.wantCompleted, tc.wantReason)
+			if final := st.Phase.IsFinal(); final != (st.CompletionTime != nil) {
+				t.Errorf("completionTime = %v for phase %s", st.CompletionTime, st.Phase)
+			}
+		})
+	}
+}
+
+func condStatus(b bool) metav1.ConditionStatus {
+	if b {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}
+
+func TestMirrorProgress(t *testing.T) {
+	st := agentsv1.AgentSessionStatus{MessagesDelivered: []string{"a"}}
+	mirrorProgress(&st, &runner.Progress{
+		Turns: 4, ToolCalls: 2, LastSeq: 17, Delivered: []string{"a", "b"},
+		Usage:  llm.Usage{InputTokens: 100, OutputTokens: 20, ReasoningTokens: 5, CacheReadTokens: 40},
+		Result: "ok", ResultTruncated: true,
+	})
+	want := agentsv1.Usage{Input: 100, Output: 20, Reasoning: 5, CacheRead: 40, Total: 120}
+	if st.Usage != want || st.Turns != 4 || st.ToolCalls != 2 || st.LastEventSequence != 17 ||
+		st.Result != "ok" || !st.ResultTruncated || len(st.MessagesDelivered) != 2 {
+		t.Errorf("status = %+v", st)
+	}
+}
+
+func TestDeadlineState(t *testing.T) {
+	start := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cases := []struct {
+		name     string
+		deadline *metav1.Duration
+		start    *metav1.Time
+		now      time.Time
+		expired  bool
+		wait     time.Duration
+	}{
+		{"no deadline", nil, &start, start.Add(time.Hour), false, 0},
+		{"not started", &metav1.Duration{Duration: time.Minute}, nil, start.Add(time.Hour), false, 0},
+		{"running", &metav1.Duration{Duration: time.Hour}, &start, start.Add(20 * time.Minute), false, 40 * time.Minute},
+		{"passed", &metav1.Duration{Duration: time.Hour}, &start, start.Add(time.Hour), true, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &agentsv1.AgentSession{}
+			s.Spec.Limits.Deadline = tc.deadline
+			s.Status.StartTime = tc.start
+			expired, wait := deadlineState(s, tc.now)
+			if expired != tc.expired || wait != tc.wait {
+				t.Errorf("deadlineState = %v, %v; want %v, %v", expired, wait, tc.expired, tc.wait)
+			}
+		})
+	}
+}

@@ -1,0 +1,218 @@
+package agentsession
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+)
+
+var nameSeq atomic.Int64
+
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, nameSeq.Add(1))
+}
+
+// validSession is a session the API server accepts; the tests break one thing at a time.
+func validSession(ns string) *agentsv1.AgentSession {
+	return &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: uniqueName("valid"), Namespace: ns},
+		Spec: agentsv1.AgentSessionSpec{
+			Prompt: "Write hello.py",
+			Model: agentsv1.ModelSpec{
+				Provider:        agentsv1.ProviderAnthropic,
+				Name:            "claude-sonnet-4-5",
+				APIKeySecretRef: &agentsv1.SecretKeyRef{Name: "llm", Key: "anthropic"},
+			},
+		},
+	}
+}
+
+func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+func TestAPIServerRejectsInvalidSpecs(t *testing.T) {
+	ns := "default"
+	cases := []struct {
+		name   string
+		mutate func(*agentsv1.AgentSession)
+		want   string
+	}{
+		{"unknown provider", func(s *agentsv1.AgentSession) { s.Spec.Model.Provider = "mistral" },
+			`Unsupported value: "mistral": supported values: "anthropic", "openai", "openai-compatible", "gemini", "scripted"`},
+		{"empty prompt", func(s *agentsv1.AgentSession) { s.Spec.Prompt = "  " },
+			"spec.prompt must not be empty: describe the task for the agent"},
+		{"negative maxTurns", func(s *agentsv1.AgentSession) { s.Spec.Limits.MaxTurns = -1 },
+			"spec.limits.maxTurns: Invalid value: -1: spec.limits.maxTurns in body should be greater than or equal to 0"},
+		{"negative token budget", func(s *agentsv1.AgentSession) { s.Spec.Limits.TokenBudget = -5 },
+			"spec.limits.tokenBudget in body should be greater than or equal to 0"},
+		{"zero command timeout", func(s *agentsv1.AgentSession) { s.Spec.Limits.DefaultCommandTimeout = dur(0) },
+			"spec.limits.defaultCommandTimeout must be a positive duration such as 10s"},
+		{"max timeout below default", func(s *agentsv1.AgentSession) {
+			s.Spec.Limits.DefaultCommandTimeout = dur(time.Minute)
+			s.Spec.Limits.MaxCommandTimeout = dur(30 * time.Second)
+		}, "spec.limits.maxCommandTimeout must be at least spec.limits.defaultCommandTimeout"},
+		{"real provider without key", func(s *agentsv1.AgentSession) { s.Spec.Model.APIKeySecretRef = nil },
+			"spec.model.apiKeySecretRef is required for providers anthropic, openai and gemini"},
+		{"scripted without script", func(s *agentsv1.AgentSession) {
+			s.Spec.Model.Provider = agentsv1.ProviderScripted
+			s.Spec.Model.APIKeySecretRef = nil
+		}, "spec.model.scriptConfigMapRef is required when provider is scripted"},
+		{"script on a real provider", func(s *agentsv1.AgentSession) {
+			s.Spec.Model.ScriptConfigMapRef = &agentsv1.ConfigMapKeyRef{Name: "script"}
+		}, "spec.model.scriptConfigMapRef is only allowed when provider is scripted"},
+		{"openai-compatible without baseURL", func(s *agentsv1.AgentSession) {
+			s.Spec.Model.Provider = agentsv1.ProviderOpenAICompatible
+		}, "spec.model.baseURL is required when provider is openai-compatible"},
+		{"baseURL not http", func(s *agentsv1.AgentSession) { s.Spec.Model.BaseURL = "ftp://example.com" },
+			"spec.model.baseURL must be an http or https URL"},
+		{"bad reasoning effort", func(s *agentsv1.AgentSession) { s.Spec.Model.ReasoningEffort = "max" },
+			`spec.model.reasoningEffort: Unsupported value: "max"`},
+		{"depth beyond maxDepth", func(s *agentsv1.AgentSession) {
+			s.Spec.Depth = ptr.To[int32](2)
+			s.Spec.ParentRef = &agentsv1.ParentReference{Name: "parent"}
+		}, "spec.depth must not exceed spec.subagents.maxDepth (default 1)"},
+		{"child without parentRef", func(s *agentsv1.AgentSession) { s.Spec.Depth = ptr.To[int32](1) },
+			"spec.parentRef must be set exactly when spec.depth > 0"},
+		{"both volumes", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Volume = agentsv1.WorkspaceVolume{
+				EmptyDir:              &agentsv1.EmptyDirVolume{},
+				PersistentVolumeClaim: &agentsv1.PVCVolume{ClaimName: "work"},
+			}
+		}, "set either emptyDir or persistentVolumeClaim, not both"},
+		{"pvc without claim or size", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{}
+		}, "set claimName (existing claim) or size (new claim), exactly one"},
+		{"bad git URL", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Git = &agentsv1.GitSource{Repository: "file:///etc"}
+		}, "spec.workspace.git.repository must be an https://, http://, ssh:// or user@host:path URL"},
+		{"working dir escapes", func(s *agentsv1.AgentSession) { s.Spec.Subagents.WorkingDir = "../etc" },
+			"spec.subagents.workingDir must be relative to /workspace and must not contain '..'"},
+		{"non-positive output limit", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.OutputLimits = map[string]int32{"shell": 0}
+		}, "spec.tools.outputLimits values must be positive character counts"},
+		{"name too long for the pod", func(s *agentsv1.AgentSession) { s.Name = strings.Repeat("a", 60) },
+			"metadata.name must be at most 59 characters"},
+		{"empty message text", func(s *agentsv1.AgentSession) {
+			s.Spec.Messages = []agentsv1.Message{{Name: "m1", Kind: agentsv1.MessageSteer, Text: ""}}
+		}, "spec.messages[0].text in body should be at least 1 chars long"},
+		{"message kind", func(s *agentsv1.AgentSession) {
+			s.Spec.Messages = []agentsv1.Message{{Name: "m1", Kind: "interrupt", Text: "stop"}}
+		}, `Unsupported value: "interrupt": supported values: "steer", "followUp"`},
+		{"bad duration", func(s *agentsv1.AgentSession) { s.Spec.Limits.Deadline = dur(-time.Hour) },
+			"spec.limits.deadline in body should match"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := validSession(ns)
+			tc.mutate(s)
+			err := testClient.Create(t.Context(), s)
+			assertInvalid(t, err, tc.want)
+		})
+	}
+}
+
+func TestAPIServerRejectsInvalidUpdates(t *testing.T) {
+	cases := []struct {
+		name   string
+		setup  func(*agentsv1.AgentSession)
+		mutate func(*agentsv1.AgentSession)
+		want   string
+	}{
+		{"prompt is immutable", nil, func(s *agentsv1.AgentSession) { s.Spec.Prompt = "Something else" },
+			"spec.prompt is immutable: append a message to spec.messages"},
+		{"model is immutable", nil, func(s *agentsv1.AgentSession) { s.Spec.Model.Name = "claude-opus-4" },
+			"spec.model is immutable: create a new AgentSession to use another model"},
+		{"messages cannot be removed", withMessages("m1", "m2"), func(s *agentsv1.AgentSession) {
+			s.Spec.Messages = s.Spec.Messages[1:]
+		}, "spec.messages is append-only: existing messages cannot be removed"},
+		{"messages cannot be edited", withMessages("m1"), func(s *agentsv1.AgentSession) {
+			s.Spec.Messages[0].Text = "changed"
+		}, "spec.messages entries are immutable: append a new message with a new name"},
+		{"abort cannot be unset", func(s *agentsv1.AgentSession) { s.Spec.Abort = true },
+			func(s *agentsv1.AgentSession) { s.Spec.Abort = false },
+			"spec.abort cannot be unset once set"},
+		{"workspace image is immutable", func(s *agentsv1.AgentSession) { s.Spec.Workspace.Image = "busybox" },
+			func(s *agentsv1.AgentSession) { s.Spec.Workspace.Image = "alpine" },
+			"spec.workspace.image is immutable"},
+		{"volume is immutable", nil, func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptr.To(resource.MustParse("1Gi"))}
+		}, "spec.workspace.volume is immutable"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := validSession("default")
+			if tc.setup != nil {
+				tc.setup(s)
+			}
+			if err := testClient.Create(t.Context(), s); err != nil {
+				t.Fatalf("create valid session: %v", err)
+			}
+			t.Cleanup(func() { _ = testClient.Delete(t.Context(), s) })
+			assertInvalid(t, updateLatest(t, s, tc.mutate), tc.want)
+		})
+	}
+}
+
+func TestAPIServerAcceptsAppendedMessages(t *testing.T) {
+	s := validSession("default")
+	withMessages("m1")(s)
+	if err := testClient.Create(t.Context(), s); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() { _ = testClient.Delete(t.Context(), s) })
+	err := updateLatest(t, s, func(s *agentsv1.AgentSession) {
+		s.Spec.Messages = append(s.Spec.Messages, agentsv1.Message{Name: "m2", Kind: agentsv1.MessageSteer, Text: "also add tests"})
+	})
+	if err != nil {
+		t.Fatalf("appending a message was rejected: %v", err)
+	}
+	if got := s.Spec.Subagents.MaxDepth; got == nil || *got != 1 {
+		t.Errorf("subagents.maxDepth default = %v, want 1", got)
+	}
+}
+
+// updateLatest applies mutate to the latest version of s and updates it,
+// retrying when the controller changed the object in between.
+func updateLatest(t *testing.T, s *agentsv1.AgentSession, mutate func(*agentsv1.AgentSession)) error {
+	t.Helper()
+	for {
+		if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(s), s); err != nil {
+			return err
+		}
+		mutate(s)
+		err := testClient.Update(t.Context(), s)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+}
+
+func withMessages(names ...string) func(*agentsv1.AgentSession) {
+	return func(s *agentsv1.AgentSession) {
+		for _, n := range names {
+			s.Spec.Messages = append(s.Spec.Messages, agentsv1.Message{Name: n, Kind: agentsv1.MessageFollowUp, Text: "text of " + n})
+		}
+	}
+}
+
+func assertInvalid(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("the API server accepted the object; want rejection containing %q", want)
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("error is not Invalid: %v", err)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error does not say %q:\n%v", want, err)
+	}
+}

@@ -1,0 +1,116 @@
+package runner
+
+import (
+	"time"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/llm"
+	"github.com/agent-operator/agent-operator/internal/loop"
+)
+
+// Progress is a snapshot of a session as the runner sees it.
+type Progress struct {
+	// Phase is Running, AwaitingInput, Succeeded, Failed or Aborted; empty
+	// while the runner is still starting.
+	Phase agentsv1.Phase
+	// Reason is a condition reason for Phase (agentsv1.Reason*).
+	Reason string
+	// Error explains Failed.
+	Error     string
+	Turns     int32
+	ToolCalls int32
+	Usage     llm.Usage
+	// Result is the last assistant text, cut at agentsv1.MaxResultBytes.
+	Result          string
+	ResultTruncated bool
+	LastSeq         uint64
+	// Delivered are the names of spec.messages given to the loop, in order.
+	Delivered []string
+	// StartTime is when the loop first started (the first journaled event).
+	StartTime time.Time
+	// JournalAvailable is false while the journal cannot be reached.
+	JournalAvailable bool
+	JournalError     string
+	// Done is set when the runner goroutine has ended.
+	Done bool
+}
+
+func (p Progress) clone() Progress {
+	p.Delivered = append([]string(nil), p.Delivered...)
+	return p
+}
+
+// applyEvent folds one loop event into p. It is used for replayed and live
+// events alike, so counters survive a restore.
+func applyEvent(p *Progress, ev loop.Event) {
+	if ev.Seq > p.LastSeq {
+		p.LastSeq = ev.Seq
+	}
+	if p.StartTime.IsZero() && !ev.Time.IsZero() {
+		p.StartTime = ev.Time
+	}
+	d := ev.Data
+	switch ev.Kind {
+	case loop.EventUserInput, loop.EventSteeringInjected:
+		if p.Phase == "" || p.Phase == agentsv1.PhaseAwaitingInput || p.Phase == agentsv1.PhaseSucceeded {
+			p.Phase, p.Reason = agentsv1.PhaseRunning, agentsv1.ReasonRunning
+		}
+	case loop.EventAssistantTextEnd:
+		p.Turns++
+		if d.Usage != nil {
+			p.Usage = p.Usage.Add(*d.Usage)
+		}
+		if d.Text != "" {
+			p.setResult(d.Text)
+		}
+	case loop.EventToolCallEnd:
+		p.ToolCalls++
+	case loop.EventTurnLimit:
+		if d.TotalTurns > 0 {
+			p.Phase, p.Reason, p.Error = agentsv1.PhaseFailed, agentsv1.ReasonTurnLimit, "spec.limits.maxTurns reached"
+		}
+	case loop.EventSessionEnd:
+		if d.Text != "" {
+			p.setResult(d.Text)
+		}
+		applySessionEnd(p, d)
+	}
+}
+
+func applySessionEnd(p *Progress, d loop.EventData) {
+	switch loop.State(d.State) {
+	case loop.StateAwaitingInput:
+		p.Phase, p.Reason = agentsv1.PhaseAwaitingInput, agentsv1.ReasonAwaitingInput
+	case loop.StateIdle:
+		if p.Reason != agentsv1.ReasonTurnLimit {
+			p.Phase, p.Reason = agentsv1.PhaseSucceeded, agentsv1.ReasonSucceeded
+		}
+	case loop.StateClosed:
+		if p.Phase.IsFinal() && p.Phase != agentsv1.PhaseSucceeded {
+			return // the runner already decided why (abort, deadline, budget)
+		}
+		p.Phase, p.Reason = agentsv1.PhaseFailed, agentsv1.ReasonFailed
+		p.Error = d.Error
+		if p.Error == "" {
+			p.Error = "the agent loop was closed"
+		}
+	}
+}
+
+func (p *Progress) setResult(text string) {
+	p.Result, p.ResultTruncated = truncateResult(text, agentsv1.MaxResultBytes)
+}
+
+// truncateResult keeps at most limit bytes of s, cut at a UTF-8 boundary.
+func truncateResult(s string, limit int) (string, bool) {
+	if len(s) <= limit {
+		return s, false
+	}
+	cut := limit
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut], true
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
