@@ -2,15 +2,22 @@ package k8senv
 
 import (
 	"context"
+	"sync"
 
 	"github.com/agent-operator/agent-operator/internal/executor"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 )
 
 // Env is the tool.ExecutionEnvironment of one pod. Obtain it from
-// Pool.Env; environments of the same pod share the pool's stream.
+// Pool.Env; environments of the same pod share the pool's stream, but each
+// checks its own Target.Expect against the pod before it first uses a stream
+// (and again after a reconnect), so sharing never skips a caller's check.
 type Env struct {
-	pc *podConn
+	pc     *podConn
+	target Target
+
+	mu       sync.Mutex
+	verified *executor.Client // the stream this env's expectations were checked for
 }
 
 // with runs fn on a client: the shared stream, or in PerCall mode a stream
@@ -18,7 +25,7 @@ type Env struct {
 func (e *Env) with(ctx context.Context, fn func(*executor.Client) error) error {
 	pool := e.pc.pool
 	if pool.cfg.Mode == PerCall {
-		c, err := pool.open(ctx, e.pc.target)
+		c, err := pool.open(ctx, e.target)
 		if err != nil {
 			return err
 		}
@@ -32,7 +39,24 @@ func (e *Env) with(ctx context.Context, fn func(*executor.Client) error) error {
 	if err != nil {
 		return err
 	}
+	if err := e.verify(ctx, c); err != nil {
+		return err
+	}
 	return fn(c)
+}
+
+// verify checks this env's expectations once per stream.
+func (e *Env) verify(ctx context.Context, c *executor.Client) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.verified == c {
+		return nil
+	}
+	if _, err := e.pc.pool.checkPod(ctx, e.target); err != nil {
+		return err
+	}
+	e.verified = c
+	return nil
 }
 
 // ReadFile implements tool.ExecutionEnvironment.

@@ -144,14 +144,14 @@ func (p *Pool) Env(target Target) *Env {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return &Env{pc: &podConn{pool: p, target: target, closed: true}}
+		return &Env{pc: &podConn{pool: p, target: target, closed: true}, target: target}
 	}
 	pc := p.conns[target.key()]
 	if pc == nil {
 		pc = &podConn{pool: p, target: target}
 		p.conns[target.key()] = pc
 	}
-	return &Env{pc: pc}
+	return &Env{pc: pc, target: target}
 }
 
 // Close closes every stream; environments of the pool then fail.

@@ -316,6 +316,28 @@ func TestPodChecks(t *testing.T) {
 	}
 }
 
+// TestSharedStreamChecksEachEnv: a second environment of a pod whose stream
+// is already open must still pass its own expectations; sharing the stream
+// never skips a caller's check.
+func TestSharedStreamChecksEachEnv(t *testing.T) {
+	h := newHarness(t)
+	p := newPool(t, h)
+	if _, err := p.Env(h.target()).FileExists(t.Context(), "."); err != nil {
+		t.Fatal(err)
+	}
+	wrong := h.target()
+	wrong.Expect.OwnerUID = "someone-else"
+	if _, err := p.Env(wrong).FileExists(t.Context(), "."); !errors.Is(err, ErrPodMismatch) {
+		t.Fatalf("env with a wrong owner on a shared stream = %v, want ErrPodMismatch", err)
+	}
+	if _, err := p.Env(h.target()).FileExists(t.Context(), "."); err != nil {
+		t.Fatalf("a matching env after the refusal = %v", err)
+	}
+	if n := h.websocketExecs.Load() + h.spdyExecs.Load(); n != 1 {
+		t.Errorf("%d exec streams, want the one shared stream", n)
+	}
+}
+
 func TestPodIsCheckedBeforeEveryStream(t *testing.T) {
 	h := newHarness(t)
 	env := newPool(t, h).Env(h.target())
