@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# `make test`: every check, unit tests, and the e2e suite on a real cluster, with the time
+# each phase took. Phases run even after an earlier one failed (so one run reports every
+# problem), except those that need a cluster when the cluster did not come up. The local
+# cluster is always torn down at the end.
+#
+# With KUBECONFIG set (to anything but the local cluster's kubeconfig) the suite runs against
+# that cluster: no cluster-up/down, and images are built but not imported (load them yourself).
+set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}" || exit 1
+
+MAKE="${MAKE:-make}"
+EXTERNAL=""
+if [ -n "${KUBECONFIG:-}" ] && [ "${KUBECONFIG}" != "${KUBECONFIG_PATH}" ]; then
+	EXTERNAL="${KUBECONFIG}"
+fi
+
+names=()
+results=()
+times=()
+failed=0
+cluster_started=""
+
+fmt_time() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+phase() { # name make-target...
+	local name="$1"
+	shift
+	echo
+	echo "=================== phase ${name} ==================="
+	local t0=$SECONDS rc=0
+	"$MAKE" --no-print-directory "$@" || rc=$?
+	names+=("$name")
+	times+=($((SECONDS - t0)))
+	if [ "$rc" -eq 0 ]; then
+		results+=("ok")
+	else
+		results+=("FAILED")
+		failed=1
+	fi
+	return "$rc"
+}
+
+skip() { # name reason
+	names+=("$1")
+	times+=(0)
+	results+=("skipped ($2)")
+	echo
+	echo "=================== phase $1: skipped ($2) ==================="
+}
+
+summary() {
+	echo
+	echo "=================== make test: phase times ==================="
+	printf '%-14s %-30s %s\n' PHASE RESULT TIME
+	local i total=0
+	for i in "${!names[@]}"; do
+		printf '%-14s %-30s %s\n' "${names[$i]}" "${results[$i]}" "$(fmt_time "${times[$i]}")"
+		total=$((total + times[i]))
+	done
+	printf '%-14s %-30s %s\n' total "$([ "$failed" -eq 0 ] && echo ok || echo FAILED)" "$(fmt_time "$total")"
+	mkdir -p _output
+	{
+		date -u +%FT%TZ
+		for i in "${!names[@]}"; do printf '%s %s %s\n' "${names[$i]}" "${results[$i]// /_}" "${times[$i]}"; done
+	} >_output/test-times.txt
+}
+
+teardown() {
+	if [ -n "$cluster_started" ]; then
+		if [ "$failed" -ne 0 ] && [ -n "${CI:-}" ]; then
+			# CI keeps no machine around: show the end of each component's log.
+			local f
+			for f in "${CLUSTER_DIR}"/logs/*.log; do
+				[ -f "$f" ] || continue
+				echo "----- last 40 lines of $f"
+				tail -n 40 "$f"
+			done
+		fi
+		phase cluster-down cluster-down || true
+	fi
+	summary
+}
+
+trap 'echo "interrupted"; failed=1; teardown; exit 130' INT TERM
+
+phase bootstrap bootstrap || true
+phase verify-gen verify-gen || true
+phase vet vet || true
+phase fmt fmt || true
+phase unit unit || true
+
+if [ -n "$EXTERNAL" ]; then
+	skip cluster-up "KUBECONFIG=${EXTERNAL}"
+	phase images images-build || true
+	phase e2e e2e || true
+else
+	cluster_started=1
+	if phase cluster-up cluster-up; then
+		phase images images || true
+		export KUBECONFIG="${KUBECONFIG_PATH}"
+		phase e2e e2e || true
+	else
+		skip images "cluster-up failed"
+		skip e2e "cluster-up failed"
+	fi
+fi
+teardown
+exit "$failed"
