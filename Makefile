@@ -31,7 +31,8 @@ LOCAL_KUBECONFIG := $(AO_CACHE)/cluster/kubeconfig
 
 IMAGES_OUT ?= $(CURDIR)/_output/images
 export IMAGES_OUT
-UNIT_FLAGS ?= -timeout 30m
+# CI runs every test afresh rather than trusting cached results.
+UNIT_FLAGS ?= -timeout 30m $(if $(CI),-count=1)
 E2E_FLAGS ?= -count=1 -timeout 60m -v -ginkgo.v -ginkgo.no-color
 
 ##@ Aggregates
