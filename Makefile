@@ -38,7 +38,7 @@ E2E_FLAGS ?= -count=1 -timeout 60m -v -ginkgo.v -ginkgo.no-color
 ##@ Aggregates
 
 .PHONY: test
-test: ## CI entry point: verify-gen, vet, fmt, unit, cluster-up, images, e2e, cluster-down (always); prints phase times.
+test: ## CI entry point: verify-gen, vet, fmt, chart, unit, cluster-up, images, e2e, cluster-down (always); prints phase times.
 	@hack/test.sh
 
 .PHONY: demo
@@ -67,6 +67,14 @@ vet: ## go vet ./... (and the e2e-tagged packages).
 fmt: ## Fail if any Go file is not gofmt-formatted.
 	@out="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi; echo "gofmt: clean"
+
+.PHONY: chart
+chart: $(HELM) ## helm lint the chart and render it with embedded and with external NATS.
+	$(HELM) lint charts/agent-operator
+	$(HELM) template agent-operator charts/agent-operator >/dev/null
+	$(HELM) template agent-operator charts/agent-operator --set nats.mode=external \
+		--set nats.external.url=nats://nats.example:4222 --set replicaCount=2 >/dev/null
+	@echo "chart: lint and template ok"
 
 .PHONY: unit
 unit: envtest-assets ## Unit tests (go test ./...), envtest binaries via KUBEBUILDER_ASSETS.

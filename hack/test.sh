@@ -89,6 +89,7 @@ phase bootstrap bootstrap || true
 phase verify-gen verify-gen || true
 phase vet vet || true
 phase fmt fmt || true
+phase chart chart || true
 phase unit unit || true
 
 if [ -n "$EXTERNAL" ]; then
