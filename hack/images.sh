@@ -23,7 +23,12 @@ build() {
 			rootfs_args=(-workspace-busybox /bin/busybox)
 		fi
 	fi
-	(cd "${REPO_ROOT}" && go run ./hack/images -out "$OUT" ${only:+-images "$only"} "${rootfs_args[@]}")
+	local busybox_args=()
+	if [ -z "$only" ] || [[ ",$only," == *,busybox,* ]]; then
+		apt_install busybox-static
+		busybox_args=(-busybox /bin/busybox)
+	fi
+	(cd "${REPO_ROOT}" && go run ./hack/images -out "$OUT" ${only:+-images "$only"} "${rootfs_args[@]}" "${busybox_args[@]}")
 }
 
 import() {

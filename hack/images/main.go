@@ -57,6 +57,7 @@ type spec struct {
 	user      string
 	caCerts   bool // add the host's CA bundle (for TLS clients such as LLM SDKs)
 	workspace bool // root filesystem from -workspace-rootfs instead of binaries
+	busybox   bool // a busybox userland from -busybox instead of binaries
 }
 
 var specs = []spec{
@@ -82,6 +83,9 @@ var specs = []spec{
 		user:     nonRoot,
 	},
 	{name: "workspace", workspace: true},
+	// A plain userland without an executor: pods of this image get the
+	// executor from an init container (the e2e "plain image" case).
+	{name: "busybox", busybox: true},
 	{
 		name:     "pause",
 		binaries: []binary{{pkg: "./hack/pause", path: "/pause"}},
@@ -96,6 +100,7 @@ type options struct {
 	only            []string
 	workspaceRootfs string
 	busybox         string
+	plainBusybox    string
 	quiet           bool
 }
 
@@ -108,6 +113,7 @@ func main() {
 	flag.StringVar(&only, "images", "", "comma-separated images to build (default: all of "+strings.Join(names(), ",")+")")
 	flag.StringVar(&o.workspaceRootfs, "workspace-rootfs", "", "root filesystem tarball (optionally gzipped) for the workspace image")
 	flag.StringVar(&o.busybox, "workspace-busybox", "", "fallback: a static busybox binary to build the workspace image from when no rootfs is given")
+	flag.StringVar(&o.plainBusybox, "busybox", "", "a static busybox binary (Debian's busybox-static) for the busybox image")
 	flag.BoolVar(&o.quiet, "quiet", false, "print only errors and skips")
 	flag.Parse()
 	if only != "" {
@@ -170,6 +176,9 @@ func run(ctx context.Context, o options) error {
 func build(ctx context.Context, o options, s spec, binDir string) (v1.Image, string, error) {
 	if s.workspace {
 		return buildWorkspace(o)
+	}
+	if s.busybox {
+		return buildBusybox(o)
 	}
 	for _, pkg := range s.required {
 		if reason := missingMain(ctx, pkg); reason != "" {
@@ -263,6 +272,24 @@ func buildWorkspace(o options) (v1.Image, string, error) {
 	default:
 		return nil, "no -workspace-rootfs or -workspace-busybox given (hack/images.sh provides one)", nil
 	}
+}
+
+// buildBusybox makes the busybox image: a static /bin/busybox, a symlink per
+// applet (sh, ls, cat, ...) and nothing else; no executor.
+func buildBusybox(o options) (v1.Image, string, error) {
+	if o.plainBusybox == "" {
+		return nil, "no -busybox given (hack/images.sh installs busybox-static and provides one)", nil
+	}
+	layer, err := busyboxLayer(o.plainBusybox)
+	if err != nil {
+		return nil, "", err
+	}
+	img, err := assemble([]v1.Layer{layer}, v1.Config{
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Cmd:        []string{"/bin/sh"},
+		WorkingDir: "/",
+	})
+	return img, "", err
 }
 
 // busyboxLayer makes a minimal shell userland: /bin/busybox plus a symlink per applet.

@@ -23,13 +23,14 @@ import (
 	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
-// plainImage is an image without the executor inside (a busybox-like
-// userland); by default the workspace image, which has no executor either.
+// plainImage is an image without the executor inside (a busybox userland,
+// hack/images' agent-operator/busybox:dev by default); its pods get the
+// executor from the init container.
 var plainImage = func() string {
 	if v := os.Getenv("E2E_PLAIN_IMAGE"); v != "" {
 		return v
 	}
-	return framework.WorkspaceImage
+	return "agent-operator/busybox:dev"
 }()
 
 // executorPod is a pod of image whose executor is installed by an init
