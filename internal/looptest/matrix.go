@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agent-operator/agent-operator/internal/llm/scripted"
 	"github.com/agent-operator/agent-operator/internal/loop"
@@ -160,14 +159,10 @@ var matrixCases = []matrixCase{
 		}
 	}},
 	{"shell command timeout handling", func(t *testing.T, m matrix, pv Provider) {
-		start := time.Now()
 		r := m.run(t, pv.New(), Script(
 			Tools(Call("shell", map[string]any{"command": "sleep 30", "timeout_ms": 200})),
 			scripted.Turn{Expect: ExpectResult("Command timed out after 200ms"), Text: "It timed out; I will use a longer timeout."},
 		), nil, "Run 'sleep 30'")
-		if d := time.Since(start); d > 20*time.Second {
-			t.Errorf("timeout took %v", d)
-		}
 		if res := LastResults(t, r.s)[0]; !res.IsError {
 			t.Error("a timed-out command must be an error result")
 		}
