@@ -117,19 +117,28 @@ func decodeAgent(inv *tool.Invocation, needMessage bool) (agentArgs, string, boo
 	return a, "", true
 }
 
-func sendInput(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
-	if inv.Subagents == nil {
-		return errorResult(NoSubagentsMessage)
+// agentExecutor runs fn with the decoded arguments after the checks every
+// subagent tool shares: a spawner must be available and agent_id (and, when
+// needMessage, message) must be given.
+func agentExecutor(needMessage bool, fn func(context.Context, tool.SubagentSpawner, agentArgs) (tool.Result, error)) tool.Executor {
+	return func(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
+		if inv.Subagents == nil {
+			return errorResult(NoSubagentsMessage)
+		}
+		a, msg, ok := decodeAgent(inv, needMessage)
+		if !ok {
+			return errorResult("%s", msg)
+		}
+		return fn(ctx, inv.Subagents, a)
 	}
-	a, msg, ok := decodeAgent(inv, true)
-	if !ok {
-		return errorResult("%s", msg)
-	}
-	if err := inv.Subagents.SendInput(ctx, a.AgentID, a.Message); err != nil {
+}
+
+var sendInput = agentExecutor(true, func(ctx context.Context, sp tool.SubagentSpawner, a agentArgs) (tool.Result, error) {
+	if err := sp.SendInput(ctx, a.AgentID, a.Message); err != nil {
 		return subagentFailure(ctx, "send input to agent "+a.AgentID, err)
 	}
 	return tool.Result{Output: fmt.Sprintf("Message sent to agent %s.", a.AgentID)}, nil
-}
+})
 
 // Wait returns the wait tool. Its output is the SubAgentResult as JSON
 // ({"agent_id", "output", "success", "turns_used"}).
@@ -145,15 +154,8 @@ func Wait(v Variant) tool.Registered {
 	}
 }
 
-func wait(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
-	if inv.Subagents == nil {
-		return errorResult(NoSubagentsMessage)
-	}
-	a, msg, ok := decodeAgent(inv, false)
-	if !ok {
-		return errorResult("%s", msg)
-	}
-	res, err := inv.Subagents.Wait(ctx, a.AgentID)
+var wait = agentExecutor(false, func(ctx context.Context, sp tool.SubagentSpawner, a agentArgs) (tool.Result, error) {
+	res, err := sp.Wait(ctx, a.AgentID)
 	if err != nil {
 		return subagentFailure(ctx, "wait for agent "+a.AgentID, err)
 	}
@@ -161,7 +163,7 @@ func wait(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 		AgentID string `json:"agent_id"`
 		tool.SubAgentResult
 	}{a.AgentID, res})
-}
+})
 
 // CloseAgent returns the close_agent tool.
 func CloseAgent(v Variant) tool.Registered {
@@ -176,20 +178,13 @@ func CloseAgent(v Variant) tool.Registered {
 	}
 }
 
-func closeAgent(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
-	if inv.Subagents == nil {
-		return errorResult(NoSubagentsMessage)
-	}
-	a, msg, ok := decodeAgent(inv, false)
-	if !ok {
-		return errorResult("%s", msg)
-	}
-	status, err := inv.Subagents.Close(ctx, a.AgentID)
+var closeAgent = agentExecutor(false, func(ctx context.Context, sp tool.SubagentSpawner, a agentArgs) (tool.Result, error) {
+	status, err := sp.Close(ctx, a.AgentID)
 	if err != nil {
 		return subagentFailure(ctx, "close agent "+a.AgentID, err)
 	}
 	return jsonResult(tool.SpawnResult{AgentID: a.AgentID, Status: status})
-}
+})
 
 func subagentFailure(ctx context.Context, action string, err error) (tool.Result, error) {
 	if cerr := ctx.Err(); cerr != nil {
