@@ -52,6 +52,12 @@ func (e *Env) Grep(ctx context.Context, pattern, p string, opts tool.GrepOptions
 	if err != nil {
 		return nil, mapErr("grep", p, err)
 	}
+	// Refuse FIFOs, sockets and devices for either backend: ripgrep opens a
+	// path named on its command line whatever its type and would block on a
+	// FIFO with no writer until the call's deadline.
+	if !st.IsDir() && !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("grep: %s is not a regular file or directory", p)
+	}
 	if e.cfg.useRipgrep {
 		if rg, err := exec.LookPath("rg"); err == nil {
 			return e.grepRipgrep(ctx, rg, pattern, rel, opts)
