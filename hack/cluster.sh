@@ -78,7 +78,7 @@ kubectl_() { "$(bin kubectl)" --kubeconfig "${KUBECONFIG_PATH}" "$@"; }
 require_root() { [ "$(id -u)" -eq 0 ] || die "the local cluster needs root (it runs containerd and the kubelet)"; }
 
 ensure_packages() {
-	apt_install containerd runc containernetworking-plugins iptables conntrack socat openssl curl iproute2 util-linux procps
+	apt_install containerd runc containernetworking-plugins iptables conntrack socat openssl curl iproute2 util-linux procps ripgrep
 	[ -x /usr/lib/cni/bridge ] || die "CNI plugins missing in /usr/lib/cni (package containernetworking-plugins)"
 }
 
