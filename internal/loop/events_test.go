@@ -203,18 +203,30 @@ func TestCloseWhileJournalStalled(t *testing.T) {
 	s := newSession(t, p, env, script(tools(call("chatty", map[string]any{})), text("done")),
 		loop.WithEventBuffer(2), loop.WithJournal(j))
 	go func() { _ = s.Submit(t.Context(), "talk") }()
-	ch := s.Events()
-	for ev := range ch {
-		if ev.Kind == loop.EventToolCallStart {
-			break
-		}
-	}
-	<-emitted
+	// The reader stops at TOOL_CALL_START so that the tool's deltas are held
+	// back, and resumes once they are. Which of the deliverer and the loop
+	// journals the held deltas depends on scheduling (the deliverer may even
+	// stall before TOOL_CALL_START is delivered), so the test waits only for
+	// the tool's own signal and for the stall, never for a particular event.
+	resume := make(chan struct{})
 	go func() {
+		ch := s.Events()
+		for ev := range ch {
+			if ev.Kind == loop.EventToolCallStart {
+				break
+			}
+		}
+		<-resume
 		for range ch { // reading lets the deliverer journal the held deltas
 		}
 	}()
-	<-j.stalled // an Append now waits for the unreachable store while holding the emitter
+	<-emitted
+	close(resume)
+	select { // an Append now waits for the unreachable store while holding the emitter
+	case <-j.stalled:
+	case <-time.After(time.Minute):
+		t.Fatal("no journal Append after the store went away")
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
 	select {
