@@ -33,7 +33,8 @@ IMAGES_OUT ?= $(CURDIR)/_output/images
 export IMAGES_OUT
 # CI runs every test afresh rather than trusting cached results.
 UNIT_FLAGS ?= -timeout 30m $(if $(CI),-count=1)
-E2E_FLAGS ?= -count=1 -timeout 60m -v -ginkgo.v -ginkgo.no-color
+# The specs labelled bench measure rather than test; `make bench` runs them.
+E2E_FLAGS ?= -count=1 -timeout 60m -v -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='!bench'
 
 ##@ Aggregates
 
@@ -45,11 +46,28 @@ test: ## CI entry point: verify-gen, vet, fmt, chart, unit, cluster-up, images, 
 demo: cluster-up images ## Cluster up, images, deploy the operator and run a sample session (hack/demo.sh).
 	@KUBECONFIG="$(LOCAL_KUBECONFIG)" hack/demo.sh
 
+.PHONY: bench
+bench: ## Benchmarks side by side on one cluster, printed as one table (hack/bench.sh; KUBECONFIG or the local cluster).
+	@hack/bench.sh
+
 ##@ Checks
 
 .PHONY: verify-gen
 verify-gen: ## Fail if `make generate manifests` changes the tree (no-op until api/ exists).
 	@hack/verify-gen.sh
+
+# Fuzz targets run by `make fuzz`, as package:FuzzName (go test -fuzz takes one target at a time).
+FUZZ_TARGETS := ./internal/loop/patch:FuzzParse ./internal/loop/patch:FuzzApply \
+	./internal/executor:FuzzDecodeFrame ./internal/loop/builtin:FuzzFindSpans
+FUZZTIME ?= 20s
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for $(FUZZTIME): apply_patch parser and applier, executor frames, edit_file matching.
+	@for t in $(FUZZ_TARGETS); do \
+		pkg="$${t%%:*}"; name="$${t##*:}"; \
+		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; \
+	done
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs and RBAC from the API markers (hack/generate.sh).

@@ -124,6 +124,7 @@ type AgentSession struct {
 // +kubebuilder:validation:XValidation:rule="has(self.depth) == has(oldSelf.depth) && (!has(self.depth) || self.depth == oldSelf.depth)",message="spec.depth is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.parentRef) == has(oldSelf.parentRef) && (!has(self.parentRef) || self.parentRef == oldSelf.parentRef)",message="spec.parentRef is immutable"
 // +kubebuilder:validation:XValidation:rule="!oldSelf.?abort.orValue(false) || self.?abort.orValue(false)",message="spec.abort cannot be unset once set: create a new AgentSession instead"
+// +kubebuilder:validation:XValidation:rule="oldSelf.?tools.policy == self.?tools.policy",message="spec.tools.policy is immutable: create a new AgentSession to change the tool policy"
 type AgentSessionSpec struct {
 	// prompt is the task given to the agent as its first input. Immutable.
 	// +required
@@ -335,6 +336,11 @@ type ToolsSpec struct {
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] > 0)",message="spec.tools.outputLimits values must be positive character counts"
 	OutputLimits map[string]int32 `json:"outputLimits,omitempty"`
+
+	// policy allows or denies tool calls before they run (by tool name and, for shell, by
+	// command line). Unset allows every call. Immutable.
+	// +optional
+	Policy *ToolPolicy `json:"policy,omitempty"`
 }
 
 // WorkspaceSpec describes the workspace pod.
@@ -372,6 +378,7 @@ type WorkspaceSpec struct {
 	// runtimeClassName runs the pod with a sandboxing runtime such as gVisor or Kata.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
 
 	// nodeSelector constrains the nodes the pod may run on.
@@ -385,14 +392,20 @@ type WorkspaceSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// allowedEgressHosts lists the hosts the workspace needs to reach (host or *.domain,
-	// optionally :port). v1alpha1 records and validates it but does not enforce it yet:
-	// NetworkPolicy cannot select host names, so enforcement needs an egress proxy.
+	// allowedEgressHosts lists what the workspace pod may reach besides DNS, each optionally
+	// with :port (TCP): an IPv4 address, an IPv4 CIDR such as 10.0.0.0/8, or a host name.
+	// The operator enforces it with a NetworkPolicy that denies everything else. NetworkPolicy
+	// matches addresses, not names: host names (and the host of workspace.git.repository)
+	// are resolved by the operator when it creates the pod, and their addresses at that
+	// moment are allowed; *.domain entries cannot be resolved and allow nothing. The
+	// Kubernetes API server's addresses are never allowed, whatever is listed.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=253
-	// +kubebuilder:validation:items:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]{1,5})?$`
+	// +kubebuilder:validation:items:Pattern=`^((\*\.)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?|[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2})(:[0-9]{1,5})?$`
+	// +kubebuilder:validation:XValidation:rule="self.all(h, !h.contains('/') || isCIDR(h.split(':')[0]))",message="spec.workspace.allowedEgressHosts: a CIDR entry must be a valid IPv4 prefix such as 10.0.0.0/8"
+	// +kubebuilder:validation:XValidation:rule="self.all(h, !h.contains(':') || (int(h.split(':')[1]) >= 1 && int(h.split(':')[1]) <= 65535))",message="spec.workspace.allowedEgressHosts: a port must be between 1 and 65535"
 	AllowedEgressHosts []string `json:"allowedEgressHosts,omitempty"`
 }
 
@@ -442,10 +455,12 @@ type GitSource struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://') || self.matches('^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:.+$')",message="spec.workspace.git.repository must be an https://, http://, ssh:// or user@host:path URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z]+://-')",message="spec.workspace.git.repository must not name a host starting with '-': it would be read as an option"
 	Repository string `json:"repository"`
 	// ref is a branch, tag or commit to check out. Empty means the default branch.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('-')",message="spec.workspace.git.ref must not start with '-': it would be read as an option of git checkout"
 	Ref string `json:"ref,omitempty"`
 	// credentialsSecretRef names a Secret mounted only into the clone init container. Keys:
 	// username and password (https) or ssh-privatekey and optionally known_hosts (ssh).
@@ -465,7 +480,7 @@ type SubagentsSpec struct {
 	// maxChildren bounds the children alive at once. Default 4.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=64
+	// +kubebuilder:validation:Maximum=256
 	MaxChildren *int32 `json:"maxChildren,omitempty"`
 	// workspace: shared (default) runs children in this session's pod, isolated gives each
 	// its own pod.
@@ -582,6 +597,10 @@ type AgentSessionStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Children []ChildStatus `json:"children,omitempty"`
+	// treeTokens is usage.total of this session plus the treeTokens of its children: what the
+	// whole tree of subagents below (and including) this session has used so far.
+	// +optional
+	TreeTokens int64 `json:"treeTokens,omitempty"`
 
 	// startTime is when the agent loop first started.
 	// +optional
@@ -622,6 +641,9 @@ type ChildStatus struct {
 	// phase of the child.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
+	// treeTokens is the child's status.treeTokens: its tokens and its descendants'.
+	// +optional
+	TreeTokens int64 `json:"treeTokens,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -49,6 +49,9 @@ const (
 	ReasonTurnLimit = "TurnLimit"
 	// ReasonConfigError: a referenced Secret or ConfigMap is missing or invalid.
 	ReasonConfigError = "ConfigError"
+	// ReasonQuotaExceeded: the namespace already runs its maximum of concurrent sessions; the
+	// session stays Pending and starts when one of them finishes.
+	ReasonQuotaExceeded = "QuotaExceeded"
 	// ReasonJournalConnected: events are being journaled.
 	ReasonJournalConnected = "Connected"
 	// ReasonJournalUnavailable: the journal cannot be reached; the agent waits at the next boundary.
@@ -68,6 +71,10 @@ const (
 	// AnnotationSharedWorkspace is set on child sessions that run in their parent's workspace
 	// pod, to the parent's name.
 	AnnotationSharedWorkspace = "agent-operator.dev/shared-workspace"
+	// AnnotationMaxSessions on a Namespace bounds its concurrent top-level sessions (a
+	// positive integer). With the manager flag --max-sessions-per-namespace also set, the
+	// smaller limit applies.
+	AnnotationMaxSessions = "agent-operator.dev/max-sessions"
 	// Finalizer keeps a session until its runner stopped and its journal was flushed.
 	Finalizer = "agent-operator.dev/finalizer"
 )

@@ -109,6 +109,54 @@ func TestAPIServerRejectsInvalidSpecs(t *testing.T) {
 		}, `Unsupported value: "interrupt": supported values: "steer", "followUp"`},
 		{"bad duration", func(s *agentsv1.AgentSession) { s.Spec.Limits.Deadline = dur(-time.Hour) },
 			"spec.limits.deadline in body should match"},
+		{"negative tool rounds", func(s *agentsv1.AgentSession) { s.Spec.Limits.MaxToolRoundsPerInput = -1 },
+			"spec.limits.maxToolRoundsPerInput in body should be greater than or equal to 0"},
+		{"negative ttl", func(s *agentsv1.AgentSession) { s.Spec.TTLSecondsAfterFinished = ptr.To[int32](-1) },
+			"spec.ttlSecondsAfterFinished in body should be greater than or equal to 0"},
+		{"maxDepth too deep", func(s *agentsv1.AgentSession) { s.Spec.Subagents.MaxDepth = ptr.To[int32](6) },
+			"spec.subagents.maxDepth in body should be less than or equal to 5"},
+		{"too many children", func(s *agentsv1.AgentSession) { s.Spec.Subagents.MaxChildren = ptr.To[int32](257) },
+			"spec.subagents.maxChildren in body should be less than or equal to 256"},
+		{"unknown subagent workspace", func(s *agentsv1.AgentSession) { s.Spec.Subagents.Workspace = "remote" },
+			`spec.subagents.workspace: Unsupported value: "remote": supported values: "shared", "isolated"`},
+		{"unknown tool profile", func(s *agentsv1.AgentSession) { s.Spec.Tools.Profile = "mistral" },
+			`spec.tools.profile: Unsupported value: "mistral": supported values: "openai", "anthropic", "gemini"`},
+		{"message name not a DNS label", func(s *agentsv1.AgentSession) {
+			s.Spec.Messages = []agentsv1.Message{{Name: "Bad_Name", Kind: agentsv1.MessageSteer, Text: "hi"}}
+		}, "spec.messages[0].name in body should match"},
+		{"git ref read as an option", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Git = &agentsv1.GitSource{Repository: "https://example.com/app.git", Ref: "--orphan=x"}
+		}, "spec.workspace.git.ref must not start with '-'"},
+		{"git host read as an option", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Git = &agentsv1.GitSource{Repository: "ssh://-oProxyCommand=touch%20pwned/app.git"}
+		}, "spec.workspace.git.repository must not name a host starting with '-'"},
+		{"runtime class not a DNS name", func(s *agentsv1.AgentSession) { s.Spec.Workspace.RuntimeClassName = ptr.To("Not_Valid") },
+			"spec.workspace.runtimeClassName in body should match"},
+		{"egress host is a URL", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.AllowedEgressHosts = []string{"https://github.com"}
+		}, "spec.workspace.allowedEgressHosts[0] in body should match"},
+		{"egress CIDR out of range", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.AllowedEgressHosts = []string{"10.0.0.0/33"}
+		}, "spec.workspace.allowedEgressHosts: a CIDR entry must be a valid IPv4 prefix such as 10.0.0.0/8"},
+		{"egress port out of range", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.AllowedEgressHosts = []string{"pypi.org:70000"}
+		}, "spec.workspace.allowedEgressHosts: a port must be between 1 and 65535"},
+		{"policy action unknown", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.Policy = &agentsv1.ToolPolicy{Rules: []agentsv1.ToolPolicyRule{{Tool: "shell", Action: "maybe"}}}
+		}, `spec.tools.policy.rules[0].action: Unsupported value: "maybe": supported values: "allow", "deny", "ask"`},
+		{"policy default action unknown", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.Policy = &agentsv1.ToolPolicy{DefaultAction: "block"}
+		}, `spec.tools.policy.defaultAction: Unsupported value: "block"`},
+		{"policy tool is a regexp", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.Policy = &agentsv1.ToolPolicy{Rules: []agentsv1.ToolPolicyRule{{Tool: "^(shell|grep)$", Action: agentsv1.PolicyDeny}}}
+		}, "spec.tools.policy.rules[0].tool in body should match"},
+		{"policy rule without tool", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.Policy = &agentsv1.ToolPolicy{Rules: []agentsv1.ToolPolicyRule{{Action: agentsv1.PolicyDeny}}}
+		}, "spec.tools.policy.rules[0].tool in body should be at least 1 chars long"},
+		{"policy command pattern on a file tool", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.Policy = &agentsv1.ToolPolicy{Rules: []agentsv1.ToolPolicyRule{
+				{Tool: "write_file", CommandPattern: "rm *", Action: agentsv1.PolicyDeny}}}
+		}, "spec.tools.policy.rules[].commandPattern only applies to the shell tool: set tool to shell (or *)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,6 +191,13 @@ func TestAPIServerRejectsInvalidUpdates(t *testing.T) {
 		{"workspace image is immutable", func(s *agentsv1.AgentSession) { s.Spec.Workspace.Image = "busybox" },
 			func(s *agentsv1.AgentSession) { s.Spec.Workspace.Image = "alpine" },
 			"spec.workspace.image is immutable"},
+		{"tool policy cannot be loosened", withPolicy, func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.Policy.Rules[0].Action = agentsv1.PolicyAllow
+		}, "spec.tools.policy is immutable"},
+		{"tool policy cannot be removed", withPolicy, func(s *agentsv1.AgentSession) { s.Spec.Tools.Policy = nil },
+			"spec.tools.policy is immutable"},
+		{"tool policy cannot be added", nil, func(s *agentsv1.AgentSession) { withPolicy(s) },
+			"spec.tools.policy is immutable"},
 		{"volume is immutable", nil, func(s *agentsv1.AgentSession) {
 			s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptr.To(resource.MustParse("1Gi"))}
 		}, "spec.workspace.volume is immutable"},
@@ -165,6 +220,7 @@ func TestAPIServerRejectsInvalidUpdates(t *testing.T) {
 func TestAPIServerAcceptsAppendedMessages(t *testing.T) {
 	s := validSession("default")
 	withMessages("m1")(s)
+	withPolicy(s) // the policy's immutability rule lets other fields change
 	if err := testClient.Create(t.Context(), s); err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -194,6 +250,11 @@ func updateLatest(t *testing.T, s *agentsv1.AgentSession, mutate func(*agentsv1.
 			return err
 		}
 	}
+}
+
+func withPolicy(s *agentsv1.AgentSession) {
+	s.Spec.Tools.Policy = &agentsv1.ToolPolicy{Rules: []agentsv1.ToolPolicyRule{
+		{Tool: "shell", CommandPattern: "git push*", Action: agentsv1.PolicyDeny}}}
 }
 
 func withMessages(names ...string) func(*agentsv1.AgentSession) {

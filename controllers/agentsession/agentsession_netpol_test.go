@@ -1,0 +1,168 @@
+package agentsession
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strconv"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+)
+
+func TestEgressTargets(t *testing.T) {
+	lookup := func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		switch host {
+		case "git.example.com":
+			return []netip.Addr{netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8::1")}, nil
+		case "pypi.org":
+			return []netip.Addr{netip.MustParseAddr("::ffff:203.0.113.5")}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	cases := []struct {
+		name           string
+		hosts          []string
+		repo           string
+		want           []string // prefix[:port]
+		wantUnresolved []string
+	}{
+		{"cidr with host bits is masked", []string{"10.1.2.3/8"}, "", []string{"10.0.0.0/8"}, nil},
+		{"ip and port", []string{"192.0.2.7:443"}, "", []string{"192.0.2.7/32:443"}, nil},
+		{"name resolves to each address", []string{"git.example.com:22"}, "", []string{"198.51.100.1/32:22", "2001:db8::1/128:22"}, nil},
+		{"mapped addresses are unmapped", []string{"pypi.org"}, "", []string{"203.0.113.5/32"}, nil},
+		{"wildcards and unknown names allow nothing", []string{"*.example.com", "nowhere.invalid"}, "", nil, []string{"*.example.com", "nowhere.invalid"}},
+		{"https git host on 443", nil, "https://git.example.com/org/app.git", []string{"198.51.100.1/32:443", "2001:db8::1/128:443"}, nil},
+		{"ssh git host with a port", nil, "ssh://git@192.0.2.9:2222/org/app.git", []string{"192.0.2.9/32:2222"}, nil},
+		{"scp-like git host on 22", nil, "git@192.0.2.9:org/app.git", []string{"192.0.2.9/32:22"}, nil},
+		{"duplicates collapse", []string{"192.0.2.7", "192.0.2.7/32"}, "", []string{"192.0.2.7/32"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &agentsv1.AgentSession{Spec: agentsv1.AgentSessionSpec{Workspace: agentsv1.WorkspaceSpec{AllowedEgressHosts: tc.hosts}}}
+			if tc.repo != "" {
+				s.Spec.Workspace.Git = &agentsv1.GitSource{Repository: tc.repo}
+			}
+			targets, unresolved := egressTargets(t.Context(), s, lookup)
+			var got []string
+			for _, tg := range targets {
+				got = append(got, targetString(tg))
+			}
+			if !slices.Equal(got, tc.want) || !slices.Equal(unresolved, tc.wantUnresolved) {
+				t.Errorf("targets %v unresolved %v, want %v %v", got, unresolved, tc.want, tc.wantUnresolved)
+			}
+		})
+	}
+}
+
+func targetString(t egressTarget) string {
+	if t.port == 0 {
+		return t.prefix.String()
+	}
+	return t.prefix.String() + ":" + strconv.Itoa(int(t.port))
+}
+
+func TestIPBlockNeverContainsTheAPIServer(t *testing.T) {
+	api := []netip.Addr{netip.MustParseAddr("10.96.0.1"), netip.MustParseAddr("172.18.0.2"), netip.MustParseAddr("fd00::1")}
+	cases := []struct {
+		prefix string
+		want   *networkingv1.IPBlock
+	}{
+		{"0.0.0.0/0", &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: []string{"10.96.0.1/32", "172.18.0.2/32"}}},
+		{"10.96.0.0/12", &networkingv1.IPBlock{CIDR: "10.96.0.0/12", Except: []string{"10.96.0.1/32"}}},
+		{"192.0.2.0/24", &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}},
+		{"::/0", &networkingv1.IPBlock{CIDR: "::/0", Except: []string{"fd00::1/128"}}},
+		{"172.18.0.2/32", nil},
+	}
+	for _, tc := range cases {
+		got := ipBlock(netip.MustParsePrefix(tc.prefix), api)
+		if !equality.Semantic.DeepEqual(got, tc.want) {
+			t.Errorf("ipBlock(%s) = %+v, want %+v", tc.prefix, got, tc.want)
+		}
+	}
+}
+
+// TestWorkspaceNetworkPolicy: the reconciler creates, before the pod, a
+// NetworkPolicy owned by the session that selects its pod, denies all ingress,
+// and allows egress only to DNS and the listed hosts, never to the API server.
+func TestWorkspaceNetworkPolicy(t *testing.T) {
+	ns := newNamespace(t)
+	svc := &corev1.Service{}
+	if err := testClient.Get(t.Context(), types.NamespacedName{Namespace: "default", Name: "kubernetes"}, svc); err != nil {
+		t.Fatalf("get the kubernetes service: %v", err)
+	}
+	apiIP := netip.MustParseAddr(svc.Spec.ClusterIP)
+	wide := netip.PrefixFrom(apiIP, 16).Masked()
+	s := validSession(ns)
+	s.Spec.Workspace.AllowedEgressHosts = []string{wide.String(), "192.0.2.7:443", "*.example.com", apiIP.String()}
+	s.Spec.Workspace.Git = &agentsv1.GitSource{Repository: "https://192.0.2.9/org/app.git"}
+	if err := testClient.Create(t.Context(), s); err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	pod := getPod(t, s)
+	np := &networkingv1.NetworkPolicy{}
+	if err := testClient.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: s.Name + "-ws"}, np); err != nil {
+		t.Fatalf("the pod exists without its network policy: %v", err)
+	}
+	if err := testClient.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: s.Name}, s); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(np, s) {
+		t.Errorf("network policy owners %+v, want controller %s", np.OwnerReferences, s.UID)
+	}
+	if sel := np.Spec.PodSelector.MatchLabels; len(sel) != 1 || sel[agentsv1.LabelSessionUID] != string(s.UID) || pod.Labels[agentsv1.LabelSessionUID] != string(s.UID) {
+		t.Errorf("pod selector %v does not select the pod (labels %v)", sel, pod.Labels)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) || len(np.Spec.Ingress) != 0 {
+		t.Errorf("policy types %v ingress %+v: want both types and no ingress rule", np.Spec.PolicyTypes, np.Spec.Ingress)
+	}
+	if got := np.Annotations[AnnotationUnresolvedEgress]; got != "*.example.com" {
+		t.Errorf("unresolved annotation %q", got)
+	}
+
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	port := func(p int32) *intstr.IntOrString { v := intstr.FromInt32(p); return &v }
+	var except []string
+	var eps []string
+	for _, a := range apiAddrs(t) {
+		if wide.Contains(a) {
+			except = append(except, netip.PrefixFrom(a, a.BitLen()).String())
+		}
+		eps = append(eps, a.String())
+	}
+	want := []networkingv1.NetworkPolicyEgressRule{
+		{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}}}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: port(53)}, {Protocol: &tcp, Port: port(53)}}},
+		{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: wide.String(), Except: except}}}},
+		{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.7/32"}}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: port(443)}}},
+		// the API server's ClusterIP, listed on its own, is dropped
+		{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.9/32"}}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: port(443)}}},
+	}
+	if !equality.Semantic.DeepEqual(np.Spec.Egress, want) {
+		t.Errorf("egress rules (API server addresses %v):\n got %+v\nwant %+v", eps, np.Spec.Egress, want)
+	}
+	if !slices.Contains(except, apiIP.String()+"/32") {
+		t.Errorf("the API server's ClusterIP %s is not cut out of %s: %v", apiIP, wide, except)
+	}
+}
+
+// apiAddrs reads the API server addresses the way the reconciler does.
+func apiAddrs(t *testing.T) []netip.Addr {
+	t.Helper()
+	r := &Reconciler{Client: testClient}
+	addrs, err := r.apiServerAddrs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addrs
+}
