@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,52 +18,150 @@ import (
 func newGetCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get [NAME]",
-		Short: "List sessions, or describe one",
+		Short: "List sessions as a tree of subagents, or describe one with its subagents",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ns, err := g.kube()
 			if err != nil {
 				return err
 			}
+			var s v1alpha1.AgentSession
 			if len(args) == 1 {
-				var s v1alpha1.AgentSession
 				if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, &s); err != nil {
 					return fmt.Errorf("get agentsession %s/%s: %w", ns, args[0], err)
 				}
-				return describe(cmd.OutOrStdout(), &s)
 			}
 			var list v1alpha1.AgentSessionList
 			if err := c.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {
 				return fmt.Errorf("list agentsessions in %s: %w", ns, err)
+			}
+			if len(args) == 1 {
+				return describe(cmd.OutOrStdout(), &s, list.Items)
 			}
 			return table(cmd.OutOrStdout(), list.Items, time.Now())
 		},
 	}
 }
 
-// table prints one line per session.
+// treeRow is one session of a tree: its name prefixed with the branches
+// leading to it, and the tokens of its subtree.
+type treeRow struct {
+	s      *v1alpha1.AgentSession
+	name   string
+	depth  int   // 0 for a root
+	tokens int64 // status.usage.total of the session and all its descendants
+}
+
+// sessionTree orders items depth first, each child under its parent (matched
+// by parentRef uid, else name), siblings by name. A session whose parent is
+// not in items is a root.
+func sessionTree(items []v1alpha1.AgentSession) []treeRow {
+	byUID, byName := map[string]int{}, map[string]int{}
+	for i, s := range items {
+		byUID[string(s.UID)], byName[s.Name] = i, i
+	}
+	children := map[int][]int{}
+	var roots []int
+	for i, s := range items {
+		p, ok := -1, false
+		if ref := s.Spec.ParentRef; ref != nil {
+			if ref.UID != "" {
+				p, ok = byUID[ref.UID]
+			} else {
+				p, ok = byName[ref.Name]
+			}
+		}
+		if ok && p != i {
+			children[p] = append(children[p], i)
+		} else {
+			roots = append(roots, i)
+		}
+	}
+	byNameOrder := func(a, b int) int { return strings.Compare(items[a].Name, items[b].Name) }
+	slices.SortFunc(roots, byNameOrder)
+	var rows []treeRow
+	visited := map[int]bool{}
+	var walk func(i, depth int, lead, branch string) int64
+	walk = func(i, depth int, lead, branch string) int64 {
+		visited[i] = true
+		row := len(rows)
+		rows = append(rows, treeRow{s: &items[i], name: lead + branch + items[i].Name, depth: depth})
+		next := lead
+		switch branch {
+		case "├─ ":
+			next += "│  "
+		case "└─ ":
+			next += "   "
+		}
+		total := items[i].Status.Usage.Total
+		kids := slices.DeleteFunc(slices.Clone(children[i]), func(k int) bool { return visited[k] })
+		slices.SortFunc(kids, byNameOrder)
+		for n, k := range kids {
+			b := "├─ "
+			if n == len(kids)-1 {
+				b = "└─ "
+			}
+			total += walk(k, depth+1, next, b)
+		}
+		rows[row].tokens = total
+		return total
+	}
+	for _, r := range roots {
+		walk(r, 0, "", "")
+	}
+	return rows
+}
+
+// table prints the sessions as a tree: one line per session, children under
+// their parent, with the tokens of each session and of its whole subtree.
 func table(w io.Writer, items []v1alpha1.AgentSession, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tPHASE\tMODEL\tPARENT\tTURNS\tTOKENS\tAGE")
-	for _, s := range items {
+	fmt.Fprintln(tw, "NAME\tPHASE\tMODEL\tPARENT\tTURNS\tTOKENS\tTREE TOKENS\tAGE")
+	for _, r := range sessionTree(items) {
+		s := r.s
 		parent := ""
 		if s.Spec.ParentRef != nil {
 			parent = s.Spec.ParentRef.Name
 		}
 		age := duration.HumanDuration(now.Sub(s.CreationTimestamp.Time))
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.Name, s.Status.Phase, s.Spec.Model.Name, parent, s.Status.Turns, s.Status.Usage.Total, age)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.name, s.Status.Phase, s.Spec.Model.Name, parent, s.Status.Turns, s.Status.Usage.Total, r.tokens, age)
 	}
 	return tw.Flush()
 }
 
-// describe prints the status of one session.
-func describe(w io.Writer, s *v1alpha1.AgentSession) error {
+// subtree returns the rows of the tree rooted at s (s first), from all the
+// sessions of its namespace.
+func subtree(s *v1alpha1.AgentSession, all []v1alpha1.AgentSession) []treeRow {
+	rows := sessionTree(all)
+	for i, r := range rows {
+		if r.s.UID != s.UID || r.s.Name != s.Name {
+			continue
+		}
+		items := []v1alpha1.AgentSession{*r.s}
+		for _, d := range rows[i+1:] {
+			if d.depth <= r.depth {
+				break
+			}
+			items = append(items, *d.s)
+		}
+		return sessionTree(items)
+	}
+	return []treeRow{{s: s, name: s.Name, tokens: s.Status.Usage.Total}}
+}
+
+// describe prints the status of one session and the tree of its subagents
+// (found among all, the sessions of its namespace).
+func describe(w io.Writer, s *v1alpha1.AgentSession, all []v1alpha1.AgentSession) error {
+	tree := subtree(s, all)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Name:\t%s/%s\n", s.Namespace, s.Name)
 	fmt.Fprintf(tw, "Phase:\t%s\n", s.Status.Phase)
 	fmt.Fprintf(tw, "Model:\t%s %s\n", s.Spec.Model.Provider, s.Spec.Model.Name)
 	fmt.Fprintf(tw, "Turns:\t%d (tool calls %d)\n", s.Status.Turns, s.Status.ToolCalls)
 	fmt.Fprintf(tw, "Tokens:\t%d in, %d out\n", s.Status.Usage.Input, s.Status.Usage.Output)
+	if len(tree) > 1 {
+		fmt.Fprintf(tw, "Tokens with subagents:\t%d\n", tree[0].tokens)
+	}
 	if s.Status.PodName != "" {
 		fmt.Fprintf(tw, "Pod:\t%s\n", s.Status.PodName)
 	}
@@ -71,14 +171,22 @@ func describe(w io.Writer, s *v1alpha1.AgentSession) error {
 	for _, c := range s.Status.Conditions {
 		fmt.Fprintf(tw, "Condition %s:\t%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
 	}
-	for _, ch := range s.Status.Children {
-		fmt.Fprintf(tw, "Child:\t%s %s\n", ch.Name, ch.Phase)
-	}
 	if s.Status.Error != "" {
 		fmt.Fprintf(tw, "Error:\t%s\n", s.Status.Error)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(tree) > 1 {
+		fmt.Fprintln(w, "Subagents:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  NAME\tPHASE\tTURNS\tTOKENS\tTREE TOKENS")
+		for _, r := range tree[1:] {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\n", r.name, r.s.Status.Phase, r.s.Status.Turns, r.s.Status.Usage.Total, r.tokens)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	if s.Status.Result != "" {
 		cut := ""

@@ -33,6 +33,8 @@ type observation struct {
 	eventsPrefix string
 	// children are the child sessions.
 	children []agentsv1.ChildStatus
+	// quotaHeld says why the namespace's session quota holds the session back, or is empty.
+	quotaHeld string
 }
 
 // computeStatus returns the new status of s from what was observed. It is a
@@ -50,6 +52,10 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 	st.Children = obs.children
 	if len(st.Children) == 0 {
 		st.Children = nil
+	}
+	st.TreeTokens = st.Usage.Total
+	for _, c := range st.Children {
+		st.TreeTokens += c.TreeTokens
 	}
 	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1.ConditionWorkspaceReady); c != nil &&
 		c.Reason == agentsv1.ReasonWorkspaceLost && s.Status.Phase.IsFinal() {
@@ -140,6 +146,8 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 			return agentsv1.PhaseProvisioning, agentsv1.ReasonPodNotReady, "waiting for the workspace pod"
 		}
 		return "", "", ""
+	case obs.quotaHeld != "":
+		return agentsv1.PhasePending, agentsv1.ReasonQuotaExceeded, obs.quotaHeld
 	case obs.pod == nil:
 		return agentsv1.PhasePending, agentsv1.ReasonPending, ""
 	case !podReady(obs.pod):

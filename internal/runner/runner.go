@@ -3,11 +3,13 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -45,6 +47,9 @@ type Options struct {
 	// Nil keeps the loop's in-process subagents (they share the session's
 	// environment and journal).
 	Client client.Client
+	// Informers (the manager's cache) wakes a parent's wait on the watch
+	// events of its child sessions. Nil makes wait re-read Client's cache.
+	Informers cache.Informers
 	// Notify is called, without blocking, when a session's progress changed.
 	Notify func(key types.NamespacedName)
 	// NotifyInterval rate-limits notifications (default DefaultNotifyInterval).
@@ -59,6 +64,8 @@ type Options struct {
 // use.
 type Runner struct {
 	opts Options
+
+	children *childWatch // nil without Options.Informers
 
 	mu       sync.Mutex
 	sessions map[types.UID]*session
@@ -82,7 +89,15 @@ func New(opts Options) (*Runner, error) {
 	if opts.Notify == nil {
 		opts.Notify = func(types.NamespacedName) {}
 	}
-	return &Runner{opts: opts, sessions: map[types.UID]*session{}}, nil
+	r := &Runner{opts: opts, sessions: map[types.UID]*session{}}
+	if opts.Informers != nil {
+		w, err := newChildWatch(context.Background(), opts.Informers)
+		if err != nil {
+			return nil, fmt.Errorf("new runner: %w", err)
+		}
+		r.children = w
+	}
+	return r, nil
 }
 
 // Ensure starts the runner of s (once per UID; later calls are cheap) with

@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 )
 
@@ -20,16 +24,31 @@ import (
 // spec.subagents.maxChildren is unset.
 const DefaultMaxChildren = 4
 
-// childPoll is how often Wait looks at a child's status.
-const childPoll = 500 * time.Millisecond
+// Without a childWatch, Wait re-reads the child from the manager's cache (never
+// the API server) with a backoff from minCachePoll to maxCachePoll.
+const (
+	minCachePoll = 100 * time.Millisecond
+	maxCachePoll = time.Second
+)
 
 // childSpawner implements tool.SubagentSpawner by creating child AgentSessions
 // (controller ownerReference and parentRef to the parent, depth + 1, same
 // namespace). A shared child runs in its parent's workspace pod.
+//
+// Children are read from the manager's informer cache through c, so a parent
+// waiting on many children costs the API server nothing; r (uncached) is used
+// only for read-modify-write updates and to tell a missing child from a cache
+// that has not seen it yet.
 type childSpawner struct {
-	c      client.Client // creates and updates children
-	r      client.Reader // reads them uncached: a child is read right after its creation
+	c      client.Client // creates and updates children; its reads come from the informer cache
+	r      client.Reader // uncached reads
 	parent *agentsv1.AgentSession
+	// watch wakes Wait on watch events of children; nil falls back to
+	// re-reading the cache.
+	watch *childWatch
+
+	mu      sync.Mutex      // serialises Spawn, so parallel spawn_agent calls respect maxChildren
+	spawned map[string]bool // children created here; the cache may not have them yet
 }
 
 var _ tool.SubagentSpawner = (*childSpawner)(nil)
@@ -42,11 +61,17 @@ func childName(parent string, n int) string {
 	return parent + "-sub-" + strconv.Itoa(n)
 }
 
-// Spawn creates the next child, unless maxChildren children are still running.
+// Spawn creates the next child, unless the depth limit is reached or
+// maxChildren children are still running.
 func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.SpawnResult, error) {
 	p := sp.parent
+	if depth, limit := sessionDepth(p), maxDepth(p); depth >= limit {
+		return tool.SpawnResult{}, fmt.Errorf("this session is at depth %d and spec.subagents.maxDepth is %d: it may not spawn subagents", depth, limit)
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
 	var children agentsv1.AgentSessionList
-	if err := sp.r.List(ctx, &children, client.InNamespace(p.Namespace),
+	if err := sp.c.List(ctx, &children, client.InNamespace(p.Namespace),
 		client.MatchingLabels{agentsv1.LabelParentUID: string(p.UID)}); err != nil {
 		return tool.SpawnResult{}, fmt.Errorf("list children: %w", err)
 	}
@@ -54,16 +79,23 @@ func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.
 	if m := p.Spec.Subagents.MaxChildren; m != nil {
 		limit = *m
 	}
-	live := int32(0)
+	live, known := int32(0), map[string]bool{}
 	for _, c := range children.Items {
+		known[c.Name] = true
 		if !c.Status.Phase.IsFinal() {
+			live++
+		}
+	}
+	for name := range sp.spawned {
+		if !known[name] { // created, not in the cache yet: it has not ended
+			known[name] = true
 			live++
 		}
 	}
 	if live >= limit {
 		return tool.SpawnResult{}, fmt.Errorf("%d subagents are still running and spec.subagents.maxChildren is %d: wait for or close one first", live, limit)
 	}
-	for n := len(children.Items) + 1; ; n++ {
+	for n := len(known) + 1; ; n++ {
 		child := sp.child(req, childName(p.Name, n))
 		err := sp.c.Create(ctx, child)
 		if apierrors.IsAlreadyExists(err) {
@@ -72,16 +104,33 @@ func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.
 		if err != nil {
 			return tool.SpawnResult{}, fmt.Errorf("create child session: %w", err)
 		}
+		if sp.spawned == nil {
+			sp.spawned = map[string]bool{}
+		}
+		sp.spawned[child.Name] = true
 		return tool.SpawnResult{AgentID: child.Name, Status: "running"}, nil
 	}
 }
 
+// sessionDepth is spec.depth (0 when unset).
+func sessionDepth(s *agentsv1.AgentSession) int32 {
+	if s.Spec.Depth == nil {
+		return 0
+	}
+	return *s.Spec.Depth
+}
+
+// maxDepth is spec.subagents.maxDepth (default 1).
+func maxDepth(s *agentsv1.AgentSession) int32 {
+	if m := s.Spec.Subagents.MaxDepth; m != nil {
+		return *m
+	}
+	return loop.DefaultMaxSubagentDepth
+}
+
 func (sp *childSpawner) child(req tool.SpawnRequest, name string) *agentsv1.AgentSession {
 	p := sp.parent
-	depth := int32(1)
-	if p.Spec.Depth != nil {
-		depth = *p.Spec.Depth + 1
-	}
+	depth := sessionDepth(p) + 1
 	spec := agentsv1.AgentSessionSpec{
 		Prompt:       req.Task,
 		Model:        *p.Spec.Model.DeepCopy(),
@@ -139,31 +188,72 @@ func (sp *childSpawner) SendInput(ctx context.Context, agentID, message string) 
 	})
 }
 
-// Wait polls the child until it has finished its current input.
+// Wait blocks until the child has finished its current input. It reads the
+// child from the informer cache only: again on each watch event for it with
+// a childWatch, else with a backoff up to maxCachePoll.
 func (sp *childSpawner) Wait(ctx context.Context, agentID string) (tool.SubAgentResult, error) {
-	t := time.NewTicker(childPoll)
-	defer t.Stop()
+	key := types.NamespacedName{Namespace: sp.parent.Namespace, Name: agentID}
+	var wake <-chan struct{}
+	if sp.watch != nil {
+		ch, cancel := sp.watch.subscribe(key) // before the first read: no event is missed
+		defer cancel()
+		wake = ch
+	}
+	poll := minCachePoll
+	seen, confirmed := false, false
 	for {
-		c, err := sp.get(ctx, agentID)
-		if err != nil {
-			return tool.SubAgentResult{}, err
-		}
-		switch c.Status.Phase {
-		case agentsv1.PhaseSucceeded, agentsv1.PhaseAwaitingInput:
-			return tool.SubAgentResult{Output: c.Status.Result, Success: true, TurnsUsed: int(c.Status.Turns)}, nil
-		case agentsv1.PhaseFailed, agentsv1.PhaseAborted:
-			out := c.Status.Error
-			if out == "" {
-				out = c.Status.Result
+		c, err := sp.cached(ctx, agentID)
+		switch {
+		case err == nil:
+			seen = true
+			if res, done := waitResult(c); done {
+				return res, nil
 			}
-			return tool.SubAgentResult{Output: out, Success: false, TurnsUsed: int(c.Status.Turns)}, nil
+		case !errors.Is(err, errNotCached):
+			return tool.SubAgentResult{}, err
+		case seen:
+			return tool.SubAgentResult{}, fmt.Errorf("agent %q was deleted", agentID)
+		case sp.created(agentID):
+			// Created here and not in the cache yet: its watch event is on the way.
+		case !confirmed:
+			// Ask the API server once whether it exists at all.
+			confirmed = true
+			if _, err := sp.get(ctx, agentID); err != nil {
+				return tool.SubAgentResult{}, err
+			}
 		}
+		if wake != nil {
+			select {
+			case <-ctx.Done():
+				return tool.SubAgentResult{}, ctx.Err()
+			case <-wake:
+			}
+			continue
+		}
+		t := time.NewTimer(poll)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return tool.SubAgentResult{}, ctx.Err()
 		case <-t.C:
 		}
+		poll = min(2*poll, maxCachePoll)
 	}
+}
+
+// waitResult is the result of a child that finished its input.
+func waitResult(c *agentsv1.AgentSession) (tool.SubAgentResult, bool) {
+	switch c.Status.Phase {
+	case agentsv1.PhaseSucceeded, agentsv1.PhaseAwaitingInput:
+		return tool.SubAgentResult{Output: c.Status.Result, Success: true, TurnsUsed: int(c.Status.Turns)}, true
+	case agentsv1.PhaseFailed, agentsv1.PhaseAborted:
+		out := c.Status.Error
+		if out == "" {
+			out = c.Status.Result
+		}
+		return tool.SubAgentResult{Output: out, Success: false, TurnsUsed: int(c.Status.Turns)}, true
+	}
+	return tool.SubAgentResult{}, false
 }
 
 // Close aborts the child and returns its phase.
@@ -188,6 +278,34 @@ func (sp *childSpawner) Close(ctx context.Context, agentID string) (string, erro
 
 var errNoChange = errors.New("no change")
 
+// errNotCached is returned by cached for a child the cache does not hold.
+var errNotCached = errors.New("not in the cache")
+
+// cached reads a child of this session from the informer cache; errNotCached
+// means the cache does not hold it.
+func (sp *childSpawner) cached(ctx context.Context, agentID string) (*agentsv1.AgentSession, error) {
+	c := &agentsv1.AgentSession{}
+	err := sp.c.Get(ctx, types.NamespacedName{Namespace: sp.parent.Namespace, Name: agentID}, c)
+	if apierrors.IsNotFound(err) {
+		return nil, errNotCached
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get agent %s: %w", agentID, err)
+	}
+	if c.Labels[agentsv1.LabelParentUID] != string(sp.parent.UID) {
+		return nil, fmt.Errorf("agent %q is not a subagent of this session", agentID)
+	}
+	return c, nil
+}
+
+// created reports whether this spawner created the child agentID.
+func (sp *childSpawner) created(agentID string) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.spawned[agentID]
+}
+
+// get reads a child of this session from the API server.
 func (sp *childSpawner) get(ctx context.Context, agentID string) (*agentsv1.AgentSession, error) {
 	c := &agentsv1.AgentSession{}
 	if err := sp.r.Get(ctx, types.NamespacedName{Namespace: sp.parent.Namespace, Name: agentID}, c); err != nil {
@@ -218,6 +336,96 @@ func (sp *childSpawner) update(ctx context.Context, agentID string, fn func(*age
 				return fmt.Errorf("update agent %s: %w", agentID, err)
 			}
 			return nil
+		}
+	}
+}
+
+// AbortChildren sets spec.abort on every child of parent that has not ended,
+// reading them from c's cache. Each child's own reconcile then aborts its
+// children, so calling it when a parent is aborted, fails or is deleted stops
+// the whole tree.
+func AbortChildren(ctx context.Context, c client.Client, parent *agentsv1.AgentSession) error {
+	var children agentsv1.AgentSessionList
+	if err := c.List(ctx, &children, client.InNamespace(parent.Namespace),
+		client.MatchingLabels{agentsv1.LabelParentUID: string(parent.UID)}); err != nil {
+		return fmt.Errorf("list children: %w", err)
+	}
+	abort := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"abort":true}}`))
+	var errs []error
+	for i := range children.Items {
+		ch := &children.Items[i]
+		if ch.Spec.Abort || ch.Status.Phase.IsFinal() || !ch.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := c.Patch(ctx, ch, abort); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("abort child %s: %w", ch.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// childWatch fans the watch events of AgentSessions out to the Waits
+// subscribed to them, through one handler on the manager's shared informer:
+// a parent waiting on a hundred children costs no API request and no timer.
+type childWatch struct {
+	mu   sync.Mutex
+	subs map[types.NamespacedName]map[chan struct{}]struct{}
+}
+
+// newChildWatch registers the handler on the AgentSession informer of inf
+// (the manager's cache). It does not wait for the cache to sync, so it may
+// be called before the manager starts.
+func newChildWatch(ctx context.Context, inf cache.Informers) (*childWatch, error) {
+	informer, err := inf.GetInformer(ctx, &agentsv1.AgentSession{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("get agentsession informer: %w", err)
+	}
+	w := &childWatch{subs: map[types.NamespacedName]map[chan struct{}]struct{}{}}
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    w.notify,
+		UpdateFunc: func(_, obj any) { w.notify(obj) },
+		DeleteFunc: w.notify,
+	}); err != nil {
+		return nil, fmt.Errorf("watch agentsessions: %w", err)
+	}
+	return w, nil
+}
+
+// subscribe returns a channel that receives a value (coalesced) after each
+// event of key, and a function that ends the subscription.
+func (w *childWatch) subscribe(key types.NamespacedName) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	if w.subs[key] == nil {
+		w.subs[key] = map[chan struct{}]struct{}{}
+	}
+	w.subs[key][ch] = struct{}{}
+	w.mu.Unlock()
+	return ch, func() {
+		w.mu.Lock()
+		delete(w.subs[key], ch)
+		if len(w.subs[key]) == 0 {
+			delete(w.subs, key)
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *childWatch) notify(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(client.Object)
+	if !ok {
+		return
+	}
+	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.subs[key] {
+		select {
+		case ch <- struct{}{}:
+		default: // a wake-up is already pending
 		}
 	}
 }

@@ -1,14 +1,26 @@
 package runner
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
+	"github.com/agent-operator/agent-operator/internal/testenv"
 )
 
 func TestChildSession(t *testing.T) {
@@ -68,5 +80,253 @@ func TestChildSession(t *testing.T) {
 	}
 	if n := childName(strings.Repeat("x", 59), 12); len(n) > 59 {
 		t.Errorf("child name %q is longer than 59", n)
+	}
+}
+
+// countingClient counts its Get calls.
+type countingClient struct {
+	client.Client
+	gets atomic.Int32
+}
+
+func (c *countingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets.Add(1)
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// spawnerFixture is a real API server (envtest) with the CRDs, a started
+// informer cache, a client reading from it, and a parent session.
+type spawnerFixture struct {
+	api    client.Client // direct: what the test (and the controller) write
+	cached client.Client // reads from the informer cache, like the manager's client
+	cache  cache.Cache
+	parent *agentsv1.AgentSession
+}
+
+func newSpawnerFixture(t *testing.T) *spawnerFixture {
+	t.Helper()
+	env, cfg, err := testenv.Start(filepath.Join("..", "..", "config", "crd", "bases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	scheme := runtime.NewScheme()
+	if err := agentsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	api, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &spawnerFixture{api: api, cached: cached, cache: c}
+	f.parent = f.session(t, "lead", nil)
+	return f
+}
+
+// start runs the cache until the test ends (after watches were registered).
+func (f *spawnerFixture) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.cache.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if !f.cache.WaitForCacheSync(t.Context()) {
+		t.Fatal("cache did not sync")
+	}
+}
+
+// session creates a top-level session, or with spawner a child through it.
+func (f *spawnerFixture) session(t *testing.T, name string, mutate func(*agentsv1.AgentSession)) *agentsv1.AgentSession {
+	t.Helper()
+	s := &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: agentsv1.AgentSessionSpec{
+			Prompt: "lead the work",
+			Model:  agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo", ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: "s"}},
+		},
+	}
+	if mutate != nil {
+		mutate(s)
+	}
+	if err := f.api.Create(t.Context(), s); err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	return s
+}
+
+// finish writes the status the controller writes when a child ends.
+func (f *spawnerFixture) finish(t *testing.T, name string, phase agentsv1.Phase, result string) {
+	t.Helper()
+	c := &agentsv1.AgentSession{}
+	if err := f.api.Get(t.Context(), types.NamespacedName{Namespace: "default", Name: name}, c); err != nil {
+		t.Fatal(err)
+	}
+	c.Status.Phase, c.Status.Result, c.Status.Turns = phase, result, 2
+	if err := f.api.Status().Update(t.Context(), c); err != nil {
+		t.Fatalf("finish %s: %v", name, err)
+	}
+}
+
+// TestChildSpawnerAgainstAPIServer: limits hold under parallel spawn_agent
+// calls, Wait is woken by watch events and reads only the cache, and
+// AbortChildren aborts the children that still run.
+func TestChildSpawnerAgainstAPIServer(t *testing.T) {
+	f := newSpawnerFixture(t)
+	ctx := t.Context()
+	watch, err := newChildWatch(ctx, f.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start(t)
+	reads := &countingClient{Client: f.api} // the API server
+	cached := &countingClient{Client: f.cached}
+	f.parent.Spec.Subagents.MaxChildren = ptr.To[int32](2)
+	sp := &childSpawner{c: cached, r: reads, parent: f.parent, watch: watch}
+
+	t.Run("parallel spawns stop at maxChildren", func(t *testing.T) {
+		var wg sync.WaitGroup
+		errs := make([]error, 3)
+		for i := range errs {
+			wg.Go(func() { _, errs[i] = sp.Spawn(ctx, tool.SpawnRequest{Task: "task " + strconv.Itoa(i)}) })
+		}
+		wg.Wait()
+		failed := 0
+		for _, err := range errs {
+			if err != nil {
+				failed++
+				if !strings.Contains(err.Error(), "spec.subagents.maxChildren is 2") {
+					t.Errorf("error %v, want the maxChildren limit", err)
+				}
+			}
+		}
+		if failed != 1 {
+			t.Errorf("%d of 3 parallel spawns failed, want 1: %v", failed, errs)
+		}
+	})
+
+	t.Run("wait wakes on the watch event and reads no API", func(t *testing.T) {
+		before, cacheReads := reads.gets.Load(), cached.gets.Load()
+		type waited struct {
+			res tool.SubAgentResult
+			err error
+		}
+		got := make(chan waited, 1)
+		go func() {
+			res, err := sp.Wait(ctx, "lead-sub-1")
+			got <- waited{res, err}
+		}()
+		// Wait subscribes before its first read and has no timer, so
+		// finishing the child after that read proves the event woke it.
+		eventually(t, func() error {
+			if cached.gets.Load() == cacheReads {
+				return fmt.Errorf("wait has not read the child yet")
+			}
+			return nil
+		})
+		f.finish(t, "lead-sub-1", agentsv1.PhaseSucceeded, "tests written")
+		w := <-got
+		if w.err != nil || w.res.Output != "tests written" || !w.res.Success || w.res.TurnsUsed != 2 {
+			t.Errorf("wait = %+v, %v", w.res, w.err)
+		}
+		if n := reads.gets.Load() - before; n != 0 {
+			t.Errorf("wait made %d API reads, want 0 (cache only)", n)
+		}
+	})
+
+	t.Run("a finished child frees a slot", func(t *testing.T) {
+		res, err := sp.Spawn(ctx, tool.SpawnRequest{Task: "third"})
+		if err != nil || res.AgentID != "lead-sub-3" {
+			t.Errorf("spawn = %+v, %v", res, err)
+		}
+	})
+
+	t.Run("wait on an unknown agent asks the API server once", func(t *testing.T) {
+		before := reads.gets.Load()
+		_, err := sp.Wait(ctx, "nobody")
+		if err == nil || !strings.Contains(err.Error(), `no agent "nobody"`) {
+			t.Errorf("wait = %v", err)
+		}
+		if n := reads.gets.Load() - before; n != 1 {
+			t.Errorf("%d API reads, want 1", n)
+		}
+	})
+
+	t.Run("wait refuses a session of another parent", func(t *testing.T) {
+		f.session(t, "stranger", nil)
+		eventually(t, func() error {
+			return f.cached.Get(ctx, types.NamespacedName{Namespace: "default", Name: "stranger"}, &agentsv1.AgentSession{})
+		})
+		if _, err := sp.Wait(ctx, "stranger"); err == nil || !strings.Contains(err.Error(), "not a subagent") {
+			t.Errorf("wait = %v", err)
+		}
+	})
+
+	t.Run("a failed child is an unsuccessful result", func(t *testing.T) {
+		f.finish(t, "lead-sub-2", agentsv1.PhaseFailed, "")
+		res, err := sp.Wait(ctx, "lead-sub-2")
+		if err != nil || res.Success {
+			t.Errorf("wait = %+v, %v", res, err)
+		}
+	})
+
+	t.Run("depth limit", func(t *testing.T) {
+		child := &agentsv1.AgentSession{}
+		if err := f.api.Get(ctx, types.NamespacedName{Namespace: "default", Name: "lead-sub-3"}, child); err != nil {
+			t.Fatal(err)
+		}
+		deep := &childSpawner{c: f.cached, r: reads, parent: child, watch: watch}
+		_, err := deep.Spawn(ctx, tool.SpawnRequest{Task: "grandchild"})
+		if err == nil || !strings.Contains(err.Error(), "spec.subagents.maxDepth is 1") {
+			t.Errorf("spawn from depth 1 = %v, want the depth limit", err)
+		}
+	})
+
+	t.Run("AbortChildren aborts the children that run", func(t *testing.T) {
+		eventually(t, func() error {
+			var l agentsv1.AgentSessionList
+			if err := f.cached.List(ctx, &l, client.MatchingLabels{agentsv1.LabelParentUID: string(f.parent.UID)}); err != nil {
+				return err
+			}
+			if len(l.Items) != 3 {
+				return fmt.Errorf("%d children in the cache", len(l.Items))
+			}
+			return nil
+		})
+		if err := AbortChildren(ctx, f.cached, f.parent); err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range map[string]bool{"lead-sub-1": false, "lead-sub-2": false, "lead-sub-3": true} {
+			c := &agentsv1.AgentSession{}
+			if err := f.api.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Spec.Abort != want {
+				t.Errorf("%s: spec.abort = %v, want %v", name, c.Spec.Abort, want)
+			}
+		}
+	})
+}
+
+// eventually retries check until it succeeds or 30s pass.
+func eventually(t *testing.T, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
