@@ -25,6 +25,9 @@ type logsOptions struct {
 	raw            bool
 	maxOutputLines int
 	timestamps     bool
+	// printed, when set, is called after each printed event (run uses it
+	// to know when the follower has caught up with the final status).
+	printed func(loop.Event)
 }
 
 func newLogsCmd(g *globals) *cobra.Command {
@@ -72,16 +75,25 @@ func sessionRef(ctx context.Context, c client.Client, ns, name string) (events.S
 }
 
 func (g *globals) logs(ctx context.Context, w io.Writer, ref events.SessionRef, o *logsOptions) error {
-	nc, err := g.nats(ctx)
+	nc, closeNATS, err := g.nats(ctx)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer closeNATS()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("open jetstream: %w", err)
 	}
-	print := eventPrinter(w, o)
+	printEvent := eventPrinter(w, o)
+	print := func(ev loop.Event) error {
+		if err := printEvent(ev); err != nil {
+			return err
+		}
+		if o.printed != nil {
+			o.printed(ev)
+		}
+		return nil
+	}
 	if !o.follow {
 		evs, err := events.Replay(ctx, js, ref, events.WithStreamConfig(g.stream))
 		if err != nil {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,20 +26,43 @@ type globals struct {
 	kubeContext string
 	namespace   string
 
-	natsURL  string
-	natsConn events.ConnectOptions
-	stream   events.StreamConfig
+	natsURL           string
+	natsConn          events.ConnectOptions
+	stream            events.StreamConfig
+	operatorNamespace string
+	natsPort          int
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
-		if !errors.Is(err, context.Canceled) {
-			fmt.Fprintln(os.Stderr, "error:", err)
-		}
-		os.Exit(1)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitError ends the command with a specific exit code (see run).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// exitCode prints err (unless it is a cancellation) and returns the process
+// exit code: 0 without an error, the code of an exitError, else 1.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
 	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		fmt.Fprintln(stderr, ee.msg)
+		return ee.code
+	}
+	if !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "error:", err)
+	}
+	return 1
 }
 
 func newRoot() *cobra.Command {
@@ -52,11 +77,11 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.kubeconfig, "kubeconfig", "", "path to the kubeconfig file")
 	f.StringVar(&g.kubeContext, "context", "", "kubeconfig context to use")
 	f.StringVarP(&g.namespace, "namespace", "n", "", "namespace (default: the context's namespace)")
-	natsDefault := os.Getenv("AGENT_NATS_URL")
-	if natsDefault == "" {
-		natsDefault = "nats://127.0.0.1:4222"
-	}
-	f.StringVar(&g.natsURL, "nats-url", natsDefault, "NATS server holding the events (env AGENT_NATS_URL); port-forward the manager's embedded server to use it")
+	f.StringVar(&g.natsURL, "nats-url", os.Getenv("AGENT_NATS_URL"),
+		"NATS server holding the events (env AGENT_NATS_URL); empty reaches the manager's embedded server through a port-forward via the API server")
+	f.StringVar(&g.operatorNamespace, "operator-namespace", os.Getenv("AGENT_OPERATOR_NAMESPACE"),
+		"namespace of the manager whose embedded NATS to port-forward (env AGENT_OPERATOR_NAMESPACE; default: search every namespace)")
+	f.IntVar(&g.natsPort, "nats-port", 4222, "client port of the embedded NATS server in the manager pod")
 	f.StringVar(&g.natsConn.CredsFile, "nats-creds", "", "NATS credentials file")
 	f.StringVar(&g.natsConn.NKeySeedFile, "nats-nkey", "", "NATS NKey seed file")
 	f.StringVar(&g.natsConn.CAFile, "nats-ca", "", "CA file to verify the NATS server")
@@ -68,12 +93,17 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// kube returns a client and the effective namespace.
-func (g *globals) kube() (client.Client, string, error) {
+// clientConfig returns the kubeconfig loader of the flags.
+func (g *globals) clientConfig() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = g.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.kubeContext}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+}
+
+// kube returns a client and the effective namespace.
+func (g *globals) kube() (client.Client, string, error) {
+	cc := g.clientConfig()
 	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("load kubeconfig: %w", err)
@@ -85,7 +115,7 @@ func (g *globals) kube() (client.Client, string, error) {
 		}
 	}
 	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	if err := errors.Join(v1alpha1.AddToScheme(scheme), corev1.AddToScheme(scheme)); err != nil {
 		return nil, "", fmt.Errorf("register api types: %w", err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -95,8 +125,35 @@ func (g *globals) kube() (client.Client, string, error) {
 	return c, ns, nil
 }
 
-// nats connects to the events server.
-func (g *globals) nats(ctx context.Context) (*nats.Conn, error) {
+// nats connects to the events server: --nats-url, else the manager's
+// embedded server through a port-forward. Call the returned function to
+// close the connection (and the port-forward).
+func (g *globals) nats(ctx context.Context) (*nats.Conn, func(), error) {
 	g.natsConn.Name = "kubectl-agent"
-	return events.Connect(ctx, g.natsURL, g.natsConn)
+	url, stop := g.natsURL, func() {}
+	if url == "" {
+		cfg, err := g.clientConfig().ClientConfig()
+		if err != nil {
+			return nil, nil, fmt.Errorf("load kubeconfig: %w", err)
+		}
+		c, _, err := g.kube()
+		if err != nil {
+			return nil, nil, err
+		}
+		pod, err := managerPod(ctx, c, g.operatorNamespace)
+		if err != nil {
+			return nil, nil, err
+		}
+		port, stopForward, err := forwardPort(ctx, cfg, pod, g.natsPort)
+		if err != nil {
+			return nil, nil, err
+		}
+		url, stop = fmt.Sprintf("nats://127.0.0.1:%d", port), stopForward
+	}
+	nc, err := events.Connect(ctx, url, g.natsConn)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return nc, func() { nc.Close(); stop() }, nil
 }

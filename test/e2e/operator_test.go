@@ -3,13 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -56,31 +51,7 @@ var _ = Describe("operator installed with Helm", Ordered, ContinueOnFailure, fun
 	var operatorNS string
 
 	BeforeAll(func(ctx SpecContext) {
-		Expect(agentsv1.AddToScheme(f.Scheme)).To(Succeed())
-		ns, err := f.CreateNamespace(ctx, "ao-operator")
-		Expect(err).NotTo(HaveOccurred())
-		operatorNS = ns.Name
-		DeferCleanup(func(ctx context.Context) {
-			if out, err := helm(ctx, "uninstall", helmRelease, "--namespace", operatorNS, "--wait", "--timeout", "2m"); err != nil {
-				GinkgoWriter.Printf("helm uninstall: %v\n%s\n", err, out)
-			}
-			Expect(f.DeleteNamespace(ctx, operatorNS)).To(Succeed())
-		}, NodeTimeout(3*time.Minute))
-
-		root, err := framework.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		repo, tag := splitImage(framework.ManagerImage)
-		out, err := helm(ctx, "upgrade", "--install", helmRelease, filepath.Join(root, "charts", "agent-operator"),
-			"--namespace", operatorNS, "--wait", "--timeout", "3m",
-			"--set", "image.repository="+repo, "--set", "image.tag="+tag,
-			"--set", "image.pullPolicy="+string(framework.ImagePullPolicy),
-			"--set", "workspace.image="+framework.WorkspaceImage,
-			"--set", "workspace.executorImage="+framework.ExecutorImage,
-			"--set", "workspace.pullPolicy="+string(framework.ImagePullPolicy))
-		if err != nil {
-			f.DumpNamespace(ctx, operatorNS, GinkgoWriter)
-		}
-		Expect(err).NotTo(HaveOccurred(), "helm upgrade --install:\n%s", out)
+		operatorNS = installOperator(ctx, helmRelease, "ao-operator")
 	}, NodeTimeout(5*time.Minute))
 
 	// The operator's logs and events explain most failures.
@@ -206,52 +177,4 @@ func waitForFinalPhase(ctx context.Context, s *agentsv1.AgentSession) *agentsv1.
 	GinkgoWriter.Printf("session %s/%s: phase=%s turns=%d toolCalls=%d error=%q result=%q\n",
 		got.Namespace, got.Name, got.Status.Phase, got.Status.Turns, got.Status.ToolCalls, got.Status.Error, got.Status.Result)
 	return got
-}
-
-// helm runs the helm binary that hack/go-tool.sh builds into the cache (the same one
-// `make tools` and hack/demo.sh use) and returns its combined output.
-func helm(ctx context.Context, args ...string) (string, error) {
-	root, err := framework.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	version := "v3.22.0"
-	if b, err := os.ReadFile(filepath.Join(root, "hack", "versions.env")); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "HELM_VERSION="); ok {
-				version = strings.Trim(v, `"'`)
-			}
-		}
-	}
-	var stderr bytes.Buffer
-	tool := exec.CommandContext(ctx, filepath.Join(root, "hack", "go-tool.sh"), "helm", "helm.sh/helm/v3", version, "helm.sh/helm/v3/cmd/helm")
-	tool.Stderr = &stderr
-	path, err := tool.Output()
-	if err != nil {
-		return stderr.String(), fmt.Errorf("build helm with hack/go-tool.sh: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, strings.TrimSpace(string(path)), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("helm %s: %w", args[0], err)
-	}
-	return string(out), nil
-}
-
-// kubeconfig is the file the suite connected with: KUBECONFIG, else ~/.kube/config.
-func kubeconfig() string {
-	if v := os.Getenv("KUBECONFIG"); v != "" {
-		return v
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".kube", "config")
-}
-
-// splitImage splits "repo:tag" (the tag defaults to latest).
-func splitImage(image string) (string, string) {
-	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
-		return image[:i], image[i+1:]
-	}
-	return image, "latest"
 }

@@ -86,7 +86,7 @@ func (r *Renderer) Event(ev loop.Event) error {
 		}
 	case loop.EventToolCallStart:
 		r.closeText()
-		r.line(ev, "⚙ %s %s", d.ToolName, oneLine(string(d.Arguments), 160))
+		r.line(ev, "⚙ %s %s", d.ToolName, oneLine(unescapeHTML(string(d.Arguments)), 160))
 	case loop.EventToolCallOutputDelta:
 		if !r.opts.Deltas {
 			return r.err
@@ -194,6 +194,33 @@ func (r *Renderer) printf(format string, args ...any) {
 		return
 	}
 	_, r.err = fmt.Fprintf(r.w, format, args...)
+}
+
+// htmlEscapes are the escapes encoding/json writes for <, > and & by default.
+var htmlEscapes = map[string]byte{"003c": '<', "003e": '>', "0026": '&'}
+
+// unescapeHTML turns the \u003c, \u003e and \u0026 escapes of a JSON text
+// back into <, > and &, so that `a && b > c` reads as written. Other escapes
+// are kept, and an escaped backslash before "u0026" is not taken for one.
+func unescapeHTML(s string) string {
+	if !strings.Contains(s, `\u00`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		if c, ok := htmlEscapes[strings.ToLower(s[min(i+2, len(s)):min(i+6, len(s))])]; ok && s[i+1] == 'u' {
+			b.WriteByte(c)
+			i += 5
+			continue
+		}
+		b.WriteString(s[i : i+2])
+		i++
+	}
+	return b.String()
 }
 
 // oneLine collapses whitespace and cuts s to n runes.

@@ -85,6 +85,30 @@ func TestRenderer(t *testing.T) {
 	}
 }
 
+func TestUnescapeHTML(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"command":"sleep 2 \u0026\u0026 echo a \u003e\u003e log"}`, `{"command":"sleep 2 && echo a >> log"}`},
+		{`{"html":"\u003cb\u003E"}`, `{"html":"<b>"}`},
+		{`{"literal":"\\u0026"}`, `{"literal":"\\u0026"}`},
+		{`{"other":"\u00e9 \n \""}`, `{"other":"\u00e9 \n \""}`},
+		{`{"cut":"\u00`, `{"cut":"\u00`},
+		{`no escapes`, `no escapes`},
+	}
+	for _, tt := range tests {
+		if got := unescapeHTML(tt.in); got != tt.want {
+			t.Errorf("unescapeHTML(%s) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+	var b strings.Builder
+	args, _ := json.Marshal(map[string]string{"command": "a && b > c"})
+	if err := New(&b, Options{}).Event(ev(loop.EventToolCallStart, loop.EventData{ToolName: "shell", Arguments: args})); err != nil {
+		t.Fatal(err)
+	}
+	if want := "⚙ shell {\"command\":\"a && b > c\"}\n"; b.String() != want {
+		t.Errorf("rendered %q, want %q", b.String(), want)
+	}
+}
+
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("closed pipe") }
