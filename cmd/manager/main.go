@@ -14,6 +14,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -51,6 +53,9 @@ type options struct {
 	images    agentsession.Images
 	pullPol   string
 	verbosity int
+	warmPools []agentsession.WarmPool
+	// maxSessions bounds the concurrent top-level sessions per namespace (0: unlimited).
+	maxSessions int
 }
 
 func parseFlags(args []string) (options, error) {
@@ -80,14 +85,25 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.images.Executor, "executor-image", "agent-operator/executor:dev", "Image holding /executor-sidecar.")
 	fs.StringVar(&o.pullPol, "image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of workspace pods.")
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity.")
+	fs.IntVar(&o.maxSessions, "max-sessions-per-namespace", 0, "Concurrent top-level sessions per namespace; more wait Pending (QuotaExceeded). 0: unlimited. The namespace annotation agent-operator.dev/max-sessions can lower it.")
+	var pools []string
+	fs.Func("warm-pool", "Keep pre-started workspace pods for new sessions: NAMESPACE=SIZE or NAMESPACE=SIZE:IMAGE (repeatable).",
+		func(v string) error { pools = append(pools, v); return nil })
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	var err error
+	if o.warmPools, err = agentsession.ParseWarmPools(pools); err != nil {
+		return o, fmt.Errorf("--warm-pool: %w", err)
 	}
 	switch p := corev1.PullPolicy(o.pullPol); p {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 		o.images.PullPolicy = p
 	default:
 		return o, fmt.Errorf("--image-pull-policy %q: want Always, IfNotPresent or Never", o.pullPol)
+	}
+	if o.maxSessions < 0 {
+		return o, fmt.Errorf("--max-sessions-per-namespace %d: want 0 (unlimited) or more", o.maxSessions)
 	}
 	if err := o.stream.Validate(); err != nil {
 		return o, fmt.Errorf("stream flags: %w", err)
@@ -143,6 +159,10 @@ func run(ctx context.Context, o options) error {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Label: labels.NewSelector().Add(*managed)},
 		}},
+		// Read only when a workspace pod is created: no cluster-wide informers for them.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
+			&networkingv1.NetworkPolicy{}, &corev1.Service{}, &discoveryv1.EndpointSlice{},
+		}}},
 	})
 	if err != nil {
 		return fmt.Errorf("new manager: %w", err)
@@ -155,13 +175,14 @@ func run(ctx context.Context, o options) error {
 
 	rec := agentsession.NewReconciler()
 	run, err := runner.New(runner.Options{
-		Reader:   mgr.GetAPIReader(),
-		Journals: pub,
-		Clients:  runner.ProviderClients,
-		Envs:     runner.K8sEnvFactory(pool),
-		Client:   client.WithFieldOwner(mgr.GetClient(), "agent-operator"),
-		Notify:   rec.Notify,
-		Log:      ctrl.Log.WithName("runner"),
+		Reader:    mgr.GetAPIReader(),
+		Journals:  pub,
+		Clients:   runner.ProviderClients,
+		Envs:      runner.K8sEnvFactory(pool),
+		Client:    client.WithFieldOwner(mgr.GetClient(), "agent-operator"),
+		Informers: mgr.GetCache(),
+		Notify:    rec.Notify,
+		Log:       ctrl.Log.WithName("runner"),
 	})
 	if err != nil {
 		return err
@@ -171,7 +192,9 @@ func run(ctx context.Context, o options) error {
 	rec.Recorder = mgr.GetEventRecorder("agent-operator")
 	rec.Runner = run
 	rec.Images = o.images
+	rec.WarmPools = o.warmPools
 	rec.EventsPrefix = o.stream.Prefix
+	rec.MaxSessionsPerNamespace = o.maxSessions
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -34,6 +34,12 @@ func TestParseFlags(t *testing.T) {
 			}
 		}},
 		{"bad pull policy", []string{"--image-pull-policy=Sometimes"}, "want Always, IfNotPresent or Never", nil},
+		{"warm pools", []string{"--warm-pool=ci=4", "--warm-pool=ml=2:ml:v1"}, "", func(t *testing.T, o options) {
+			if len(o.warmPools) != 2 || o.warmPools[0].Size != 4 || o.warmPools[1].Namespace != "ml" || o.warmPools[1].Image != "ml:v1" {
+				t.Errorf("warm pools = %+v", o.warmPools)
+			}
+		}},
+		{"bad warm pool", []string{"--warm-pool=ci"}, "--warm-pool", nil},
 		{"bad stream storage", []string{"--stream-storage=tape"}, "stream flags", nil},
 	}
 	for _, tc := range cases {

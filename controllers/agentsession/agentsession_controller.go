@@ -56,6 +56,14 @@ type Reconciler struct {
 	EventsPrefix string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// MaxSessionsPerNamespace bounds the concurrent top-level sessions of a
+	// namespace (0: unlimited; see quota.go).
+	MaxSessionsPerNamespace int
+	// WarmPools are the pools of pre-started workspace pods that sessions
+	// claim instead of starting a pod cold (none by default).
+	WarmPools []WarmPool
+
+	pools *pools
 
 	updates chan event.TypedGenericEvent[*agentsv1.AgentSession]
 }
@@ -95,6 +103,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.EventsPrefix == "" {
 		r.EventsPrefix = "agents"
 	}
+	pools, err := newPools(r.WarmPools, r.Images)
+	if err != nil {
+		return fmt.Errorf("setup agentsession controller: %w", err)
+	}
+	r.pools = pools
+	if len(r.WarmPools) > 0 {
+		pr := &PoolReconciler{Client: r.Client, pools: pools}
+		if err := pr.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setup warm pool controller: %w", err)
+		}
+	}
 	managed, err := predicate.LabelSelectorPredicate(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: agentsv1.LabelSession, Operator: metav1.LabelSelectorOpExists},
 	}})
@@ -120,6 +139,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=services,verbs=get
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // Reconcile reads the session, decides and applies: finalizer, workspace pod,
 // runner, then one status patch.
@@ -170,6 +193,12 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 		return obs, ctrl.Result{}, err
 	}
 	obs.pod = pod
+	if s.Spec.Abort || s.Status.Phase == agentsv1.PhaseFailed || s.Status.Phase == agentsv1.PhaseAborted {
+		// The children stop with their parent; each of them does the same for its own.
+		if err := runner.AbortChildren(ctx, r.Client, s); err != nil {
+			return obs, ctrl.Result{}, err
+		}
+	}
 	if s.Status.Phase == agentsv1.PhaseFailed || s.Status.Phase == agentsv1.PhaseAborted {
 		obs.released = pod == nil
 		if !r.Runner.Running(s.UID) {
@@ -186,6 +215,9 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 	if pod == nil {
 		if sharedWorkspace(s) {
 			return obs, ctrl.Result{}, nil // the parent creates its pod; its events wake us
+		}
+		if obs.quotaHeld, err = r.quotaHold(ctx, s); obs.quotaHeld != "" || err != nil {
+			return obs, ctrl.Result{RequeueAfter: quotaPoll}, err
 		}
 		obs.pod, err = r.createPod(ctx, s)
 		return obs, ctrl.Result{}, err
@@ -294,6 +326,9 @@ func (r *Reconciler) finalize(ctx context.Context, s *agentsv1.AgentSession) (ct
 	if !controllerutil.ContainsFinalizer(s, agentsv1.Finalizer) {
 		return ctrl.Result{}, nil
 	}
+	if err := runner.AbortChildren(ctx, r.Client, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	if res := r.stopRunner(s.UID, r.Runner.Abort); res.RequeueAfter > 0 {
 		return res, nil
 	}
@@ -301,6 +336,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *agentsv1.AgentSession) (ct
 	if err := r.releasePod(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.pools.forget(s.UID)
 	base := s.DeepCopy()
 	controllerutil.RemoveFinalizer(s, agentsv1.Finalizer)
 	if err := r.Client.Patch(ctx, s, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
@@ -316,7 +352,7 @@ func (r *Reconciler) getPod(ctx context.Context, s *agentsv1.AgentSession) (*cor
 	pod := &corev1.Pod{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: owner + podNameSuffix}, pod)
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return r.claimedPod(ctx, s.Namespace, ownerUID) // a warm pod has another name
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get pod: %w", err)
@@ -328,6 +364,12 @@ func (r *Reconciler) getPod(ctx context.Context, s *agentsv1.AgentSession) (*cor
 }
 
 func (r *Reconciler) createPod(ctx context.Context, s *agentsv1.AgentSession) (*corev1.Pod, error) {
+	if err := r.ensureNetworkPolicy(ctx, s); err != nil { // before the pod: it never runs unconfined
+		return nil, err
+	}
+	if pod, err := r.claimPod(ctx, s); pod != nil || err != nil {
+		return pod, err
+	}
 	if pvc := buildPVC(s); pvc != nil {
 		if err := ctrl.SetControllerReference(s, pvc, r.Scheme); err != nil {
 			return nil, fmt.Errorf("own pvc: %w", err)
@@ -436,7 +478,7 @@ func (r *Reconciler) children(ctx context.Context, s *agentsv1.AgentSession) ([]
 	}
 	out := make([]agentsv1.ChildStatus, 0, len(list.Items))
 	for _, c := range list.Items {
-		out = append(out, agentsv1.ChildStatus{Name: c.Name, Phase: c.Status.Phase})
+		out = append(out, agentsv1.ChildStatus{Name: c.Name, Phase: c.Status.Phase, TreeTokens: c.Status.TreeTokens})
 	}
 	slices.SortFunc(out, func(a, b agentsv1.ChildStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil

@@ -146,13 +146,14 @@ func startManager(cfg *rest.Config) (func(), error) {
 	}
 	rec := NewReconciler()
 	run, err := runner.New(runner.Options{
-		Reader:   mgr.GetAPIReader(),
-		Journals: pub,
-		Clients:  runner.ProviderClients,
-		Envs:     workspaces.envFactory,
-		Client:   mgr.GetClient(),
-		Notify:   rec.Notify,
-		Log:      log,
+		Reader:    mgr.GetAPIReader(),
+		Journals:  pub,
+		Clients:   runner.ProviderClients,
+		Envs:      workspaces.envFactory,
+		Client:    mgr.GetClient(),
+		Informers: mgr.GetCache(),
+		Notify:    rec.Notify,
+		Log:       log,
 	})
 	if err != nil {
 		cancel()
@@ -161,8 +162,10 @@ func startManager(cfg *rest.Config) (func(), error) {
 	rec.Client = mgr.GetClient()
 	rec.Scheme = mgr.GetScheme()
 	rec.Recorder = mgr.GetEventRecorder("agent-operator")
+	suiteRecorder = rec.Recorder
 	rec.Runner = run
-	rec.Images = Images{Workspace: "agent-operator/workspace:dev", Executor: "agent-operator/executor:dev", PullPolicy: "IfNotPresent"}
+	rec.Images = suiteImages
+	rec.WarmPools = []WarmPool{{Namespace: warmPoolNamespace, Size: warmPoolSize}}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		cancel()
 		return nil, err

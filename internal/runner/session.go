@@ -221,8 +221,11 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	if len(replayed) > 0 {
 		opts = append(opts, loop.WithRestore(replayed))
 	}
+	if p := toolPolicy(&s.obj.Spec); p != nil {
+		opts = append(opts, loop.WithToolPolicy(p))
+	}
 	if s.r.opts.Client != nil {
-		opts = append(opts, loop.WithSubagentSpawner(&childSpawner{c: s.r.opts.Client, r: s.r.opts.Reader, parent: s.obj}))
+		opts = append(opts, loop.WithSubagentSpawner(&childSpawner{c: s.r.opts.Client, r: s.r.opts.Reader, parent: s.obj, watch: s.r.children}))
 	}
 	sess, err := loop.New(prof, scopeEnv(env, s.obj), llmc, opts...)
 	if err != nil {

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -48,6 +49,22 @@ func latencies(ctx context.Context, env tool.ExecutionEnvironment, op benchOp, n
 // percentile returns the p-th percentile (0 < p < 100) of sorted latencies.
 func percentile(sorted []time.Duration, p int) time.Duration {
 	return sorted[(len(sorted)*p)/100]
+}
+
+// benchRow appends one row (what, result, target) to the file named by BENCH_OUT, which
+// hack/bench.sh prints as one table, and to the spec's report.
+func benchRow(what, result, target string) {
+	GinkgoHelper()
+	line := fmt.Sprintf("%s\t%s\t%s\n", what, result, target)
+	AddReportEntry(what, line)
+	GinkgoWriter.Print(line)
+	if path := os.Getenv("BENCH_OUT"); path != "" {
+		fh, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = fh.WriteString(line)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fh.Close()).To(Succeed())
+	}
 }
 
 // Timing is reported, never asserted: the spec fails only when a call fails.
@@ -107,17 +124,29 @@ var _ = Describe("executor latency", Label("bench"), func() {
 		var table strings.Builder
 		tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "transport\toperation\tcalls\tmedian\tp99\t\n")
+		medians := map[string]time.Duration{} // transport/operation
 		for _, tr := range transports {
 			Expect(tr.env.Initialize(ctx)).To(Succeed(), tr.name)
 			Expect(tr.env.WriteFile(ctx, "small.txt", content)).To(Succeed(), tr.name)
 			for _, op := range ops {
 				lat := latencies(ctx, tr.env, op, benchCalls)
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t\n", tr.name, op.name, len(lat),
-					percentile(lat, 50).Round(time.Microsecond), percentile(lat, 99).Round(time.Microsecond))
+				p50, p99 := percentile(lat, 50).Round(time.Microsecond), percentile(lat, 99).Round(time.Microsecond)
+				medians[tr.name+"/"+op.name] = percentile(lat, 50)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t\n", tr.name, op.name, len(lat), p50, p99)
+				benchRow(fmt.Sprintf("%s: %s via %s (%d calls)", "tool call", op.name, tr.name, len(lat)),
+					fmt.Sprintf("median %s, p99 %s", p50, p99), "")
 			}
 		}
 		Expect(tw.Flush()).To(Succeed())
 		fmt.Fprintf(GinkgoWriter, "\n%s\n", table.String())
 		AddReportEntry("executor latency", table.String())
+		for _, op := range ops {
+			persistent, perCall, local := medians[transports[0].name+"/"+op.name], medians[transports[1].name+"/"+op.name],
+				medians[transports[2].name+"/"+op.name]
+			benchRow(fmt.Sprintf("tool call: %s, one exec per call / persistent stream (medians)", op.name),
+				fmt.Sprintf("%.1fx", float64(perCall)/float64(persistent)), ">= 20x")
+			benchRow(fmt.Sprintf("tool call: %s, persistent stream - local (medians)", op.name),
+				(persistent - local).Round(time.Microsecond).String(), "<= 2 ms")
+		}
 	}, SpecTimeout(5*time.Minute))
 })

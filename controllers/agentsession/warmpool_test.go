@@ -1,0 +1,280 @@
+package agentsession
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+)
+
+// The suite's manager keeps a warm pool of warmPoolSize pods in warmPoolNamespace.
+const (
+	warmPoolNamespace = "warm-pool"
+	warmPoolSize      = 2
+)
+
+func TestParseWarmPools(t *testing.T) {
+	tests := []struct {
+		in      []string
+		want    []WarmPool
+		wantErr bool
+	}{
+		{in: nil, want: nil},
+		{in: []string{"team-a=3"}, want: []WarmPool{{Namespace: "team-a", Size: 3}}},
+		{in: []string{"ci=0", "ml=2:registry.example/ml:v1"}, want: []WarmPool{{Namespace: "ci"}, {Namespace: "ml", Size: 2, Image: "registry.example/ml:v1"}}},
+		{in: []string{"team-a"}, wantErr: true},
+		{in: []string{"=2"}, wantErr: true},
+		{in: []string{"team-a=-1"}, wantErr: true},
+		{in: []string{"team-a=two"}, wantErr: true},
+		{in: []string{"team-a=2x"}, wantErr: true},
+	}
+	for _, tc := range tests {
+		got, err := ParseWarmPools(tc.in)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("ParseWarmPools(%q) error %v, want error %v", tc.in, err, tc.wantErr)
+			continue
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("ParseWarmPools(%q) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestPoolServesOnlySessionsItsPodsFit: a session claims a pooled pod only
+// when the pod it would get cold is exactly the pool's.
+func TestPoolServesOnlySessionsItsPodsFit(t *testing.T) {
+	p, err := newPools([]WarmPool{{Namespace: "ns", Size: 1}, {Namespace: "ns", Size: 1, Image: "custom:1"}}, testImages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := &agentsv1.ParentReference{Name: "lead", UID: "u1"}
+	tests := []struct {
+		name      string
+		ns        string
+		ws        agentsv1.WorkspaceSpec
+		parent    *agentsv1.ParentReference
+		wantImage string
+		wantPool  bool
+	}{
+		{name: "defaults", ns: "ns", wantPool: true},
+		{name: "pool with its own image", ns: "ns", ws: agentsv1.WorkspaceSpec{Image: "custom:1"}, wantPool: true, wantImage: "custom:1"},
+		{name: "other namespace", ns: "other"},
+		{name: "other image", ns: "ns", ws: agentsv1.WorkspaceSpec{Image: "other:1"}},
+		{name: "env", ns: "ns", ws: agentsv1.WorkspaceSpec{Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
+		{name: "git", ns: "ns", ws: agentsv1.WorkspaceSpec{Git: &agentsv1.GitSource{Repository: "https://example.com/r.git"}}},
+		{name: "resources", ns: "ns", ws: agentsv1.WorkspaceSpec{Resources: &corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")}}}},
+		{name: "pvc", ns: "ns", ws: agentsv1.WorkspaceSpec{Volume: agentsv1.WorkspaceVolume{
+			PersistentVolumeClaim: &agentsv1.PVCVolume{Size: ptrQuantity("1Gi")}}}},
+		{name: "child in the parent's workspace", ns: "ns", parent: parent},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &agentsv1.AgentSession{
+				ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: tc.ns},
+				Spec:       agentsv1.AgentSessionSpec{Workspace: tc.ws, ParentRef: tc.parent},
+			}
+			if tc.parent != nil {
+				s.Annotations = map[string]string{agentsv1.AnnotationSharedWorkspace: tc.parent.Name}
+			}
+			got := p.forSession(s, testImages)
+			if (got != nil) != tc.wantPool {
+				t.Fatalf("pool %v, want one: %v", got, tc.wantPool)
+			}
+			if got != nil && got.Image != tc.wantImage {
+				t.Fatalf("pool of image %q, want %q", got.Image, tc.wantImage)
+			}
+		})
+	}
+}
+
+// poolPods lists the unclaimed pods of the suite's pool and marks them ready,
+// as the kubelet would, once they exist.
+func readyPoolPods(t *testing.T, want int) []string {
+	t.Helper()
+	var names []string
+	eventually(t, fmt.Sprintf("%d warm pool pods", want), func() error {
+		var list corev1.PodList
+		if err := testClient.List(t.Context(), &list, client.InNamespace(warmPoolNamespace), client.HasLabels{LabelWarmPool}); err != nil {
+			return err
+		}
+		names = names[:0]
+		for i := range list.Items {
+			pod := &list.Items[i]
+			if pod.DeletionTimestamp != nil {
+				continue
+			}
+			if !podReady(pod) {
+				markPodReady(t, pod)
+			}
+			names = append(names, pod.Name)
+		}
+		if len(names) != want {
+			return fmt.Errorf("pool pods %v", names)
+		}
+		return nil
+	})
+	return names
+}
+
+// TestWarmPoolPodsAreClaimedAtomicallyAndReplaced: two sessions created at
+// once in the pool's namespace each claim a different pre-started pod (now
+// owned by and labelled for its session), the pool refills to its size, and
+// a session whose pod would differ from the pool's starts cold.
+func TestWarmPoolPodsAreClaimedAtomicallyAndReplaced(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: warmPoolNamespace}}
+	if err := testClient.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace: %v", err)
+	}
+	pooled := readyPoolPods(t, warmPoolSize)
+	for _, name := range pooled {
+		pod := &corev1.Pod{}
+		if err := testClient.Get(t.Context(), client.ObjectKey{Namespace: warmPoolNamespace, Name: name}, pod); err != nil {
+			t.Fatal(err)
+		}
+		want := buildPod(&agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: warmPoolNamespace}}, suiteImages).Spec
+		if pod.Spec.Containers[0].Image != want.Containers[0].Image || !ptrFalse(pod.Spec.AutomountServiceAccountToken) ||
+			metav1.GetControllerOf(pod) != nil {
+			t.Fatalf("pool pod %s is not an unowned, locked-down default workspace pod: %+v", name, pod.Spec)
+		}
+	}
+
+	var wg sync.WaitGroup
+	sessions := make([]*agentsv1.AgentSession, 2)
+	for i := range sessions {
+		wg.Go(func() { sessions[i] = scriptedSession(t, warmPoolNamespace) })
+	}
+	wg.Wait()
+	claimed := map[string]bool{}
+	for _, s := range sessions {
+		got := waitPhase(t, s, agentsv1.PhaseSucceeded, nil)
+		if !slices.Contains(pooled, got.Status.PodName) {
+			t.Fatalf("session %s ran in pod %q, want one of the warm pods %v", s.Name, got.Status.PodName, pooled)
+		}
+		if claimed[got.Status.PodName] {
+			t.Fatalf("pod %s was claimed twice", got.Status.PodName)
+		}
+		claimed[got.Status.PodName] = true
+		pod := &corev1.Pod{}
+		if err := testClient.Get(t.Context(), client.ObjectKey{Namespace: warmPoolNamespace, Name: got.Status.PodName}, pod); err != nil {
+			t.Fatal(err)
+		}
+		if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != got.UID {
+			t.Fatalf("claimed pod %s controller %+v, want session %s", pod.Name, ref, got.UID)
+		}
+		if pod.Labels[agentsv1.LabelSessionUID] != string(got.UID) || pod.Labels[LabelWarmPool] != "" {
+			t.Fatalf("claimed pod %s labels %v", pod.Name, pod.Labels)
+		}
+	}
+
+	refilled := readyPoolPods(t, warmPoolSize)
+	for _, name := range refilled {
+		if claimed[name] {
+			t.Fatalf("claimed pod %s is still in the pool", name)
+		}
+	}
+
+	custom := &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: uniqueName("custom"), Namespace: warmPoolNamespace},
+		Spec: agentsv1.AgentSessionSpec{
+			Prompt: "Write hello.py",
+			Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo",
+				ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: "script"}},
+			Workspace: agentsv1.WorkspaceSpec{Env: []corev1.EnvVar{{Name: "TEAM", Value: "a"}}},
+		},
+	}
+	if err := testClient.Create(t.Context(), custom); err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	markPodReady(t, getPod(t, custom)) // a cold pod of its own, by the deterministic name
+	waitPhase(t, custom, agentsv1.PhaseSucceeded, nil)
+	if n := len(readyPoolPods(t, warmPoolSize)); n != warmPoolSize {
+		t.Fatalf("pool has %d pods after a cold start, want %d", n, warmPoolSize)
+	}
+}
+
+func ptrFalse(b *bool) bool { return b != nil && !*b }
+
+// suiteRecorder is the suite manager's event recorder.
+var suiteRecorder events.EventRecorder
+
+// suiteImages are the images of the suite's manager.
+var suiteImages = Images{Workspace: "agent-operator/workspace:dev", Executor: "agent-operator/executor:dev", PullPolicy: "IfNotPresent"}
+
+// TestConcurrentClaimsTakeEachPodOnce: four sessions claim from a pool of
+// two ready pods at the same time, straight against the API server: exactly
+// two claims succeed, on different pods, and the others start cold (nil).
+func TestConcurrentClaimsTakeEachPodOnce(t *testing.T) {
+	ns := newNamespace(t)
+	p, err := newPools([]WarmPool{{Namespace: ns, Size: 2}}, suiteImages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: testClient, Scheme: scheme.Scheme, Recorder: suiteRecorder, Images: suiteImages, pools: p}
+	var pl *pool
+	for _, v := range p.byKey {
+		pl = v
+	}
+	for range 2 {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "warm-", Namespace: ns, Labels: map[string]string{LabelWarmPool: pl.key}},
+			Spec:       *pl.spec.DeepCopy(),
+		}
+		if err := testClient.Create(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+		markPodReady(t, pod)
+	}
+	sessions := make([]*agentsv1.AgentSession, 4)
+	for i := range sessions {
+		sessions[i] = &agentsv1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("racer-%d", i), Namespace: ns},
+			Spec: agentsv1.AgentSessionSpec{Prompt: "p", Suspend: true,
+				Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo",
+					ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: "none"}}},
+		}
+		if err := testClient.Create(t.Context(), sessions[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]*corev1.Pod, len(sessions))
+	errs := make([]error, len(sessions))
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Go(func() { got[i], errs[i] = r.claimPod(t.Context(), s) })
+	}
+	wg.Wait()
+	owners := map[string]string{}
+	for i, pod := range got {
+		if errs[i] != nil {
+			t.Fatalf("claim %d: %v", i, errs[i])
+		}
+		if pod == nil {
+			continue
+		}
+		if prev, dup := owners[pod.Name]; dup {
+			t.Fatalf("pod %s claimed by %s and %s", pod.Name, prev, sessions[i].Name)
+		}
+		owners[pod.Name] = sessions[i].Name
+		live := &corev1.Pod{}
+		if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(pod), live); err != nil {
+			t.Fatal(err)
+		}
+		if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != sessions[i].UID {
+			t.Fatalf("pod %s is controlled by %+v, want %s", live.Name, ref, sessions[i].Name)
+		}
+	}
+	if len(owners) != 2 {
+		t.Fatalf("%d pods claimed (%v), want 2", len(owners), owners)
+	}
+}

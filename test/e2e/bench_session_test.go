@@ -1,0 +1,203 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/controllers/agentsession"
+	"github.com/agent-operator/agent-operator/test/e2e/framework"
+)
+
+// firstToolScript's first tool call records, in the pod, the wall-clock time at which the
+// session's first tool ran (nanoseconds since the epoch; the node's clock is the suite's
+// clock, the cluster being local).
+const firstToolScript = `turns:
+  - toolCalls:
+      - name: shell
+        arguments: {command: "date +%s%N > /workspace/.first-tool"}
+  - text: "Started."
+`
+
+// benchStarts is how many sessions each start mode measures (BENCH_STARTS overrides it).
+func benchStarts() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_STARTS")); err == nil && n > 0 {
+		return n
+	}
+	return 5
+}
+
+// Timing is reported, never asserted: these specs fail only when a session does.
+var _ = Describe("session start, cold and from the warm pool", Ordered, Label("bench"), func() {
+	const release = "ao-bench"
+	var warmNS, coldNS, operatorNS string
+
+	BeforeAll(func(ctx SpecContext) {
+		var err error
+		ns, err := f.CreateNamespace(ctx, "ao-bench-warm")
+		Expect(err).NotTo(HaveOccurred())
+		warmNS = ns.Name
+		DeferCleanup(func(ctx context.Context) { Expect(f.DeleteNamespace(ctx, warmNS)).To(Succeed()) })
+		ns, err = f.CreateNamespace(ctx, "ao-bench-cold")
+		Expect(err).NotTo(HaveOccurred())
+		coldNS = ns.Name
+		DeferCleanup(func(ctx context.Context) { Expect(f.DeleteNamespace(ctx, coldNS)).To(Succeed()) })
+		// The operator goes away first (cleanups run last-in first-out) only after the
+		// sessions' own cleanups ran; the pool's pods go with the warm namespace.
+		operatorNS = installOperator(ctx, release, "ao-bench-op",
+			"workspace.warmPools[0].namespace="+warmNS, "workspace.warmPools[0].size=2")
+	}, NodeTimeout(6*time.Minute))
+
+	// startLatency creates a session replaying firstToolScript in ns and returns the time from
+	// its creation to its first tool run, and the pod it ran in.
+	startLatency := func(ctx context.Context, ns, name string) (time.Duration, string) {
+		GinkgoHelper()
+		start := time.Now()
+		s := scriptedSession(ctx, ns, name, firstToolScript)
+		final := waitForFinalPhase(ctx, s)
+		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
+		res, err := f.Exec(ctx, framework.ExecOptions{Namespace: ns, Pod: final.Status.PodName,
+			Command: []string{"cat", "/workspace/.first-tool"}})
+		Expect(err).NotTo(HaveOccurred())
+		ns64, err := strconv.ParseInt(strings.TrimSpace(res.Stdout), 10, 64)
+		Expect(err).NotTo(HaveOccurred(), "first-tool time %q", res.Stdout)
+		return time.Unix(0, ns64).Sub(start), final.Status.PodName
+	}
+
+	// poolReady waits until the warm pool has its two pods Running and Ready.
+	poolReady := func(ctx context.Context) {
+		GinkgoHelper()
+		Eventually(func(g Gomega, ctx context.Context) {
+			var pods corev1.PodList
+			g.Expect(f.Client.List(ctx, &pods, client.InNamespace(warmNS), client.HasLabels{agentsession.LabelWarmPool})).To(Succeed())
+			ready := 0
+			for _, p := range pods.Items {
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+						ready++
+					}
+				}
+			}
+			g.Expect(ready).To(Equal(2), "ready warm pods")
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
+	}
+
+	It("measures kubectl apply to first tool result, cold and warm", func(ctx SpecContext) {
+		n := benchStarts()
+		var cold, warm []time.Duration
+		for i := range n {
+			d, pod := startLatency(ctx, coldNS, fmt.Sprintf("cold-%d", i))
+			Expect(pod).To(HaveSuffix("-ws"), "a cold session gets its own pod")
+			cold = append(cold, d)
+
+			poolReady(ctx)
+			d, pod = startLatency(ctx, warmNS, fmt.Sprintf("warm-%d", i))
+			Expect(pod).To(HavePrefix("warm-"), "a session in the pool's namespace claims a warm pod")
+			owned := &corev1.Pod{}
+			Expect(f.Client.Get(ctx, client.ObjectKey{Namespace: warmNS, Name: pod}, owned)).To(Succeed())
+			Expect(metav1.GetControllerOf(owned)).NotTo(BeNil(), "the claimed pod is owned by its session")
+			warm = append(warm, d)
+		}
+		slices.Sort(cold)
+		slices.Sort(warm)
+		benchRow(fmt.Sprintf("apply -> first tool result, cold pod (median of %d)", n),
+			fmt.Sprintf("%s (min %s, max %s)", median(cold), cold[0], cold[len(cold)-1]), "within 2 s of the pod's own start")
+		benchRow(fmt.Sprintf("apply -> first tool result, warm pool (median of %d)", n),
+			fmt.Sprintf("%s (min %s, max %s)", median(warm), warm[0], warm[len(warm)-1]), "< 1 s")
+	}, SpecTimeout(15*time.Minute))
+
+	It("fans out children of 10 tool calls each and measures the manager", func(ctx SpecContext) {
+		n := benchFanOut()
+		ns := f.SpecNamespace(ctx, "ao-bench-fanout")
+		pods, err := managerPods(ctx, operatorNS, release)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pods).To(HaveLen(1))
+		manager := pods[0].Name
+		cpu0, _, err := managerProcess(ctx, operatorNS, manager)
+		Expect(err).NotTo(HaveOccurred())
+
+		// Sample the manager's RSS while the fan-out runs (its peak is the largest sample).
+		sampling, stop := context.WithCancel(ctx)
+		peak := make(chan float64, 1)
+		go func() {
+			defer GinkgoRecover()
+			var largest float64
+			tick := time.NewTicker(250 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				if _, rss, err := managerProcess(sampling, operatorNS, manager); err == nil && rss > largest {
+					largest = rss
+				}
+				select {
+				case <-sampling.Done():
+					peak <- largest
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+		run := runFanOut(ctx, ns, n, 10, 15*time.Minute)
+		stop()
+		rss := <-peak
+		cpu1, _, err := managerProcess(ctx, operatorNS, manager)
+		Expect(err).NotTo(HaveOccurred())
+
+		what := fmt.Sprintf("fan-out: %d children x 10 tool calls, shared workspace", n)
+		benchRow(what+", wall time", run.wall.Round(10*time.Millisecond).String(), "< 60 s")
+		benchRow(what+", manager CPU", fmt.Sprintf("%.1f s", cpu1-cpu0), "")
+		benchRow(what+", manager peak RSS (sampled every 250 ms)", fmt.Sprintf("%.0f MiB", rss/(1<<20)), "< 300 MiB")
+		benchRow(what+", API server requests (whole cluster)", fmt.Sprint(run.after.total()-run.before.total()), "")
+		benchRow(what+", of them on agentsessions", run.after.sub(run.before).agentSessions(), "")
+	}, SpecTimeout(25*time.Minute))
+})
+
+// benchFanOut is the number of children of the fan-out benchmark (BENCH_FANOUT overrides it).
+func benchFanOut() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_FANOUT")); err == nil && n > 0 {
+		return n
+	}
+	return 100
+}
+
+// managerProcess reads process_cpu_seconds_total and process_resident_memory_bytes from the
+// manager pod's metrics endpoint (port 8080, the chart's default), through the API server's
+// pod proxy.
+func managerProcess(ctx context.Context, ns, pod string) (cpu, rss float64, err error) {
+	raw, err := f.Clientset.CoreV1().Pods(ns).ProxyGet("http", pod, "8080", "metrics", nil).DoRaw(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read manager metrics: %w", err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "process_cpu_seconds_total":
+			cpu, err = strconv.ParseFloat(value, 64)
+		case "process_resident_memory_bytes":
+			rss, err = strconv.ParseFloat(value, 64)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("parse %q: %w", line, err)
+		}
+	}
+	return cpu, rss, nil
+}
+
+func median(sorted []time.Duration) time.Duration {
+	return sorted[len(sorted)/2].Round(time.Millisecond)
+}
