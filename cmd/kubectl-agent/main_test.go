@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -239,5 +241,81 @@ func TestNextMessageName(t *testing.T) {
 		if got := nextMessageName(tt.msgs, tt.kind); got != tt.want {
 			t.Errorf("nextMessageName(%v, %s) = %q, want %q", tt.msgs, tt.kind, got, tt.want)
 		}
+	}
+}
+
+// TestLogsIndentsSubagentsUnderTheirSpawn: a replay prints a child's events
+// indented right after the parent's spawn_agent call that created it, and
+// --raw keeps to the session's own events.
+func TestLogsIndentsSubagentsUnderTheirSpawn(t *testing.T) {
+	ctx := t.Context()
+	srv, pub := eventstest.Start(t, events.EmbeddedOptions{Port: -1}, events.PublisherOptions{})
+	c := kubeClient(t)
+	spec := v1alpha1.AgentSessionSpec{Prompt: "p", Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAICompatible, Name: "m", BaseURL: "http://llm"}}
+	parent := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tree.lead"}, Spec: spec}
+	if err := c.Create(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+	child := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tree.lead-sub-1",
+		Labels: map[string]string{v1alpha1.LabelParentUID: string(parent.UID)}}, Spec: spec}
+	child.Spec.Depth = ptr.To[int32](1)
+	child.Spec.ParentRef = &v1alpha1.ParentReference{Name: parent.Name, UID: string(parent.UID)}
+	if err := c.Create(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	journal := func(s *v1alpha1.AgentSession, evs []loop.Event) {
+		t.Helper()
+		ref := events.SessionRef{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)}
+		j, err := pub.NewJournal(ref, 0, events.JournalOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range evs {
+			evs[i].Seq, evs[i].Time, evs[i].SessionID = uint64(i+1), t0, ref.UID
+			if err := j.Append(ctx, evs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := j.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	journal(parent, []loop.Event{
+		{Kind: loop.EventUserInput, Data: loop.EventData{Content: "delegate"}},
+		{Kind: loop.EventToolCallEnd, Data: loop.EventData{ToolName: "spawn_agent", CallID: "c1", Output: "Spawned agent tree.lead-sub-1."}},
+		{Kind: loop.EventAssistantTextEnd, Data: loop.EventData{Text: "parent done"}},
+	})
+	journal(child, []loop.Event{
+		{Kind: loop.EventUserInput, Data: loop.EventData{Content: "the child's task"}},
+		{Kind: loop.EventAssistantTextEnd, Data: loop.EventData{Text: "child done"}},
+	})
+
+	out, err := cli(t, srv.ClientURL(), "logs", "--timestamps=false", "tree.lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	spawn := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "spawn_agent") })
+	task := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "the child's task") })
+	childDone := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "child done") })
+	parentDone := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "parent done") })
+	if spawn < 0 || task < spawn || childDone < task || parentDone < childDone {
+		t.Fatalf("the child's events are not between the spawn and the parent's next event:\n%s", out)
+	}
+	for _, i := range []int{task, childDone} {
+		if !strings.HasPrefix(lines[i], "  ") {
+			t.Errorf("child line %q is not indented", lines[i])
+		}
+	}
+	if strings.HasPrefix(lines[parentDone], " ") {
+		t.Errorf("parent line %q is indented", lines[parentDone])
+	}
+	raw, err := cli(t, srv.ClientURL(), "logs", "--raw", "tree.lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(raw, "child done") {
+		t.Errorf("--raw printed the child's events:\n%s", raw)
 	}
 }

@@ -20,6 +20,9 @@ type Options struct {
 	MaxOutputLines int
 	// Timestamps prefixes every block with the event time (UTC, HH:MM:SS).
 	Timestamps bool
+	// Indent is written at the start of every line (a subagent's events are
+	// printed indented under its parent's).
+	Indent string
 }
 
 // Renderer writes events as readable text. It is not safe for concurrent
@@ -37,6 +40,9 @@ type Renderer struct {
 
 // New returns a Renderer writing to w.
 func New(w io.Writer, opts Options) *Renderer {
+	if opts.Indent != "" {
+		w = &indentWriter{w: w, indent: []byte(opts.Indent), atStart: true}
+	}
 	return &Renderer{w: w, opts: opts, sawOutput: map[string]bool{}, outputLines: map[string]int{}}
 }
 
@@ -230,4 +236,26 @@ func oneLine(s string, n int) string {
 		return string(rs[:n]) + "…"
 	}
 	return s
+}
+
+// indentWriter writes indent at the start of every line.
+type indentWriter struct {
+	w       io.Writer
+	indent  []byte
+	atStart bool
+}
+
+func (iw *indentWriter) Write(p []byte) (int, error) {
+	var out []byte
+	for _, b := range p {
+		if iw.atStart {
+			out = append(out, iw.indent...)
+		}
+		out = append(out, b)
+		iw.atStart = b == '\n'
+	}
+	if _, err := iw.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
