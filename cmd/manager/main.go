@@ -16,14 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -145,20 +142,14 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("ensure events stream: %w", err)
 	}
 
-	managed, err := labels.NewRequirement(agentsv1.LabelSession, selection.Exists, nil)
-	if err != nil {
-		return err
-	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       o.leaderElectionID,
-		// Only workspace pods are cached, not every pod of the cluster.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.NewSelector().Add(*managed)},
-		}},
+		// Only the operator's pods (workspace and warm pool) are cached, not every pod of the cluster.
+		Cache: agentsession.CacheOptions(),
 		// Read only when a workspace pod is created: no cluster-wide informers for them.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
 			&networkingv1.NetworkPolicy{}, &corev1.Service{}, &discoveryv1.EndpointSlice{},

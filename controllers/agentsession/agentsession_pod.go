@@ -4,7 +4,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/runner"
@@ -42,13 +45,29 @@ func podName(s *agentsv1.AgentSession) string { return s.Name + podNameSuffix }
 // pvcName is the name of a PVC the operator creates for spec.workspace.volume.persistentVolumeClaim.size.
 func pvcName(s *agentsv1.AgentSession) string { return s.Name + pvcNameSuffix }
 
+// labelManagedBy/managedBy mark every pod the operator creates (workspace and
+// warm-pool pods alike); the manager caches only those pods.
+const (
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	managedBy      = "agent-operator"
+)
+
+// CacheOptions restrict the manager's pod cache to the operator's own pods
+// (a cluster may run many others). Every pod the reconcilers look for must
+// carry labelManagedBy, or they will never see it.
+func CacheOptions() cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy})},
+	}}
+}
+
 // sessionLabels are set on every object created for s.
 func sessionLabels(s *agentsv1.AgentSession) map[string]string {
 	return map[string]string{
-		agentsv1.LabelSession:          s.Name,
-		agentsv1.LabelSessionUID:       string(s.UID),
-		"app.kubernetes.io/managed-by": "agent-operator",
-		"app.kubernetes.io/component":  "workspace",
+		agentsv1.LabelSession:         s.Name,
+		agentsv1.LabelSessionUID:      string(s.UID),
+		labelManagedBy:                managedBy,
+		"app.kubernetes.io/component": "workspace",
 	}
 }
 

@@ -139,6 +139,7 @@ func startManager(cfg *rest.Config) (func(), error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme.Scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   CacheOptions(), // as the manager's, so a pod it cannot see fails here too
 	})
 	if err != nil {
 		cancel()

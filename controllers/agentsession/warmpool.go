@@ -260,9 +260,9 @@ func (p *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 				GenerateName: "warm-" + pl.key[:8] + "-",
 				Namespace:    pl.Namespace,
 				Labels: map[string]string{
-					LabelWarmPool:                  pl.key,
-					"app.kubernetes.io/managed-by": "agent-operator",
-					"app.kubernetes.io/component":  "warm-pool",
+					LabelWarmPool:                 pl.key,
+					labelManagedBy:                managedBy,
+					"app.kubernetes.io/component": "warm-pool",
 				},
 			},
 			Spec: *pl.spec.DeepCopy(),

@@ -104,8 +104,9 @@ var _ = Describe("session start, cold and from the warm pool", Ordered, Label("b
 			cold = append(cold, d)
 
 			poolReady(ctx)
-			d, pod = startLatency(ctx, warmNS, fmt.Sprintf("warm-%d", i))
-			Expect(pod).To(HavePrefix("warm-"), "a session in the pool's namespace claims a warm pod")
+			name := fmt.Sprintf("pooled-%d", i)
+			d, pod = startLatency(ctx, warmNS, name)
+			Expect(pod).To(And(HavePrefix("warm-"), Not(Equal(name+"-ws"))), "a session in the pool's namespace claims a warm pod")
 			owned := &corev1.Pod{}
 			Expect(f.Client.Get(ctx, client.ObjectKey{Namespace: warmNS, Name: pod}, owned)).To(Succeed())
 			Expect(metav1.GetControllerOf(owned)).NotTo(BeNil(), "the claimed pod is owned by its session")
