@@ -25,6 +25,20 @@ const blockedScript = `turns:
   - text: "unreachable"
 `
 
+// waitForWorkspaceFile waits until the session has a pod and /workspace/name exists in it
+// (the scripts touch a file to say that a command has started), and refreshes s.
+func waitForWorkspaceFile(ctx context.Context, s *agentsv1.AgentSession, name string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega, ctx context.Context) {
+		g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+		g.Expect(s.Status.PodName).NotTo(BeEmpty())
+		res, err := f.Exec(ctx, framework.ExecOptions{Namespace: s.Namespace, Pod: s.Status.PodName,
+			Command: []string{"test", "-f", "/workspace/" + name}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res.ExitCode).To(Equal(0), "/workspace/%s exists", name)
+	}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+}
+
 // Faults on the real cluster: what a session does when the ground goes away under it.
 var _ = Describe("faults", Ordered, ContinueOnFailure, Label("chaos"), func() {
 	withOperator("ao-chaos", "ao-chaos")
@@ -32,13 +46,7 @@ var _ = Describe("faults", Ordered, ContinueOnFailure, Label("chaos"), func() {
 	It("fails a session on an emptyDir with WorkspaceLost when its pod is deleted mid-command", func(ctx SpecContext) {
 		ns := f.SpecNamespace(ctx, "ao-chaos")
 		s := scriptedSession(ctx, ns, "lost", blockedScript)
-		Eventually(func(g Gomega, ctx context.Context) {
-			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
-			g.Expect(s.Status.PodName).NotTo(BeEmpty())
-			res, err := f.Exec(ctx, framework.ExecOptions{Namespace: ns, Pod: s.Status.PodName, Command: []string{"test", "-f", "/workspace/waiting"}})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(res.ExitCode).To(Equal(0), "the command is running")
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		waitForWorkspaceFile(ctx, s, "waiting")
 
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Status.PodName}}
 		Expect(f.Client.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())

@@ -117,13 +117,7 @@ spec:
 		}, NodeTimeout(3*time.Minute))
 
 		// The blocking command is running: steer by appending a message, as a user would.
-		Eventually(func(g Gomega, ctx context.Context) {
-			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
-			g.Expect(s.Status.PodName).NotTo(BeEmpty())
-			res, err := f.Exec(ctx, framework.ExecOptions{Namespace: ns, Pod: s.Status.PodName, Command: []string{"test", "-f", "/workspace/waiting"}})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(res.ExitCode).To(Equal(0), "the blocking command has started")
-		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		waitForWorkspaceFile(ctx, s, "waiting")
 		_, err = kubectl(ctx, "", "patch", "agentsession", name, "-n", ns, "--type=merge",
 			"-p", `{"spec":{"messages":[{"name":"tabs","kind":"steer","text":"Please use tabs from now on."}]}}`)
 		Expect(err).NotTo(HaveOccurred())
