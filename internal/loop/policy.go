@@ -74,7 +74,7 @@ func (r Rules) Check(_ context.Context, req PolicyRequest) Verdict {
 	if req.Command != "" {
 		cmd := strings.TrimSpace(req.Command)
 		for _, rule := range r.Commands {
-			if wildcard(rule.Pattern, cmd) {
+			if WildcardPattern(rule.Pattern).MatchString(cmd) {
 				reason := rule.Reason
 				if reason == "" {
 					reason = "the command matches the policy pattern " + rule.Pattern
@@ -101,20 +101,22 @@ func shellCommand(args json.RawMessage) string {
 	return a.Command
 }
 
-// wildcard reports whether s matches pattern ("*" any text, "?" one rune).
-func wildcard(pattern, s string) bool {
+// WildcardPattern compiles a wildcard pattern anchored at both ends: "*" is
+// any text (newlines included), "?" one character, everything else literal.
+// Every pattern compiles, so a policy can never hold an invalid one.
+func WildcardPattern(pattern string) *regexp.Regexp {
 	var b strings.Builder
-	b.WriteString("^")
+	b.WriteString(`^(?s)`)
 	for _, r := range pattern {
 		switch r {
 		case '*':
-			b.WriteString("(?s:.*)")
+			b.WriteString(`.*`)
 		case '?':
-			b.WriteString("(?s:.)")
+			b.WriteString(`.`)
 		default:
 			b.WriteString(regexp.QuoteMeta(string(r)))
 		}
 	}
-	b.WriteString("$")
-	return regexp.MustCompile(b.String()).MatchString(s)
+	b.WriteString(`$`)
+	return regexp.MustCompile(b.String())
 }

@@ -34,9 +34,9 @@ func toolPolicy(spec *agentsv1.AgentSessionSpec) loop.ToolPolicy {
 	}
 	sp := &specPolicy{def: decision(p.DefaultAction)}
 	for i, r := range p.Rules {
-		cr := compiledRule{tool: wildcardRegexp(r.Tool), action: decision(r.Action), reason: r.Reason}
+		cr := compiledRule{tool: loop.WildcardPattern(r.Tool), action: decision(r.Action), reason: r.Reason}
 		if r.CommandPattern != "" {
-			cr.command = wildcardRegexp(r.CommandPattern)
+			cr.command = loop.WildcardPattern(r.CommandPattern)
 		}
 		if cr.reason == "" {
 			cr.reason = defaultReason(i, r)
@@ -83,24 +83,4 @@ func defaultReason(i int, r agentsv1.ToolPolicyRule) string {
 		what += " with a command matching " + r.CommandPattern
 	}
 	return fmt.Sprintf("spec.tools.policy rule %d (%s) says %s", i+1, what, r.Action)
-}
-
-// wildcardRegexp compiles a wildcard pattern anchored at both ends: "*" is
-// any text (newlines included), "?" one character, everything else literal.
-// Every pattern compiles, so a spec can never hold an invalid one.
-func wildcardRegexp(pattern string) *regexp.Regexp {
-	var b strings.Builder
-	b.WriteString(`^(?s)`)
-	for _, r := range pattern {
-		switch r {
-		case '*':
-			b.WriteString(`.*`)
-		case '?':
-			b.WriteString(`.`)
-		default:
-			b.WriteString(regexp.QuoteMeta(string(r)))
-		}
-	}
-	b.WriteString(`$`)
-	return regexp.MustCompile(b.String())
 }
