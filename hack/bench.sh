@@ -17,24 +17,23 @@ mkdir -p "$out"
 rows="$(mktemp)"
 trap 'rm -f "$rows"' EXIT
 
-# bench_metric PKG BENCH UNIT: runs one Go benchmark and prints the value of UNIT.
-bench_metric() {
-	local pkg="$1" bench="$2" unit="$3" line
-	line="$("$GO" test -run '^$' -bench "^${bench}\$" -benchtime "${BENCHTIME:-2s}" -count 1 "$pkg" | grep "^${bench}")"
-	awk -v unit="$unit" '{for (i = 2; i <= NF; i++) if ($i == unit) print $(i-1)}' <<<"$line"
+# bench_line PKG BENCH: runs one Go benchmark once (with -benchmem) and prints its result line.
+bench_line() {
+	"$GO" test -run '^$' -bench "^$2\$" -benchmem -benchtime "${BENCHTIME:-2s}" -count 1 "$1" | grep "^$2"
 }
+# metric LINE UNIT: the value a benchmark line reports in UNIT.
+metric() { awk -v unit="$2" '{for (i = 2; i <= NF; i++) if ($i == unit) print $(i-1)}' <<<"$1"; }
 
 log "bench: Go benchmarks (loop, events)"
-round_ns="$(bench_metric ./internal/loop BenchmarkToolRound ns/op)"
-allocs="$(bench_metric ./internal/loop BenchmarkToolRound allocs/op || true)"
-printf 'loop overhead per tool round (no-op tool, instant model)\t%s µs%s\t\n' \
-	"$(awk -v n="$round_ns" 'BEGIN { printf "%.0f", n / 1000 }')" "${allocs:+, $allocs allocs}" >>"$rows"
-eps="$(bench_metric ./internal/events BenchmarkPublish events/s)"
-printf 'events published with acknowledgements (embedded NATS, one publisher)\t%.0f events/s\t>= 10000 events/s\n' "$eps" >>"$rows"
-lag_line="$("$GO" test -run '^$' -bench '^BenchmarkFollowLag$' -benchtime "${BENCHTIME:-2s}" -count 1 ./internal/events | grep '^BenchmarkFollowLag')"
-p50="$(awk '{for (i = 2; i <= NF; i++) if ($i == "p50-µs") print $(i-1)}' <<<"$lag_line")"
-p99="$(awk '{for (i = 2; i <= NF; i++) if ($i == "p99-µs") print $(i-1)}' <<<"$lag_line")"
-printf 'publish -> subscriber receipt lag\tmedian %s µs, p99 %s µs\tp99 < 50 ms\n' "$p50" "$p99" >>"$rows"
+round="$(bench_line ./internal/loop BenchmarkToolRound)"
+printf 'loop overhead per tool round (no-op tool, instant model)\t%s µs, %s allocs\t\n' \
+	"$(awk -v n="$(metric "$round" ns/op)" 'BEGIN { printf "%.0f", n / 1000 }')" "$(metric "$round" allocs/op)" >>"$rows"
+publish="$(bench_line ./internal/events BenchmarkPublish)"
+printf 'events published with acknowledgements (embedded NATS, one publisher)\t%.0f events/s\t>= 10000 events/s\n' \
+	"$(metric "$publish" events/s)" >>"$rows"
+lag="$(bench_line ./internal/events BenchmarkFollowLag)"
+printf 'publish -> subscriber receipt lag\tmedian %s µs, p99 %s µs\tp99 < 50 ms\n' \
+	"$(metric "$lag" p50-µs)" "$(metric "$lag" p99-µs)" >>"$rows"
 
 if [ -z "${KUBECONFIG:-}" ]; then
 	"${MAKE:-make}" --no-print-directory cluster-up images
