@@ -24,6 +24,8 @@ export CONTROLLER_GEN
 ## Kubernetes binaries of the local cluster and of envtest.
 K8S_BIN_DIR := $(AO_CACHE)/k8s-$(KUBERNETES_VERSION)
 KUBECTL := $(K8S_BIN_DIR)/kubectl
+# The e2e specs run it (test/e2e reads $KUBECTL).
+export KUBECTL
 KUBEBUILDER_ASSETS := $(AO_CACHE)/envtest-$(KUBERNETES_VERSION)
 
 ## The local cluster's kubeconfig. `make e2e` uses $KUBECONFIG instead when it is set.

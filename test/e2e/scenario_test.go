@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -53,25 +52,12 @@ const scenarioScript = `turns:
     text: "Scenario done."
 `
 
-// kubectl runs the kubectl that hack/build-k8s.sh caches (KUBECTL overrides it) against the
+// kubectl runs $KUBECTL (make exports the cached one), else kubectl from PATH, against the
 // suite's cluster, with stdin, and returns its stdout.
 func kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
 	bin := os.Getenv("KUBECTL")
 	if bin == "" {
-		cache := os.Getenv("AO_CACHE")
-		if cache == "" {
-			base := os.Getenv("XDG_CACHE_HOME")
-			if base == "" {
-				home, _ := os.UserHomeDir()
-				base = filepath.Join(home, ".cache")
-			}
-			cache = filepath.Join(base, "agent-operator")
-		}
-		matches, _ := filepath.Glob(filepath.Join(cache, "k8s-*", "kubectl"))
-		if len(matches) == 0 {
-			return "", fmt.Errorf("no kubectl: set KUBECTL or run make k8s")
-		}
-		bin = matches[len(matches)-1]
+		bin = "kubectl"
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig())
