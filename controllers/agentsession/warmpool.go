@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,8 +61,8 @@ func ParseWarmPools(values []string) ([]WarmPool, error) {
 			return nil, fmt.Errorf("warm pool %q: want NAMESPACE=SIZE or NAMESPACE=SIZE:IMAGE", v)
 		}
 		sizeText, image, _ := strings.Cut(rest, ":")
-		var size int
-		if _, err := fmt.Sscanf(sizeText, "%d", &size); err != nil || size < 0 || fmt.Sprint(size) != sizeText {
+		size, err := strconv.Atoi(sizeText)
+		if err != nil || size < 0 {
 			return nil, fmt.Errorf("warm pool %q: size %q is not a non-negative integer", v, sizeText)
 		}
 		pools = append(pools, WarmPool{Namespace: ns, Size: size, Image: image})
