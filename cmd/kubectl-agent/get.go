@@ -44,12 +44,11 @@ func newGetCmd(g *globals) *cobra.Command {
 }
 
 // treeRow is one session of a tree: its name prefixed with the branches
-// leading to it, and the tokens of its subtree.
+// leading to it.
 type treeRow struct {
-	s      *v1alpha1.AgentSession
-	name   string
-	depth  int   // 0 for a root
-	tokens int64 // status.usage.total of the session and all its descendants
+	s     *v1alpha1.AgentSession
+	name  string
+	depth int // 0 for a root
 }
 
 // sessionTree orders items depth first, each child under its parent (matched
@@ -81,10 +80,9 @@ func sessionTree(items []v1alpha1.AgentSession) []treeRow {
 	slices.SortFunc(roots, byNameOrder)
 	var rows []treeRow
 	visited := map[int]bool{}
-	var walk func(i, depth int, lead, branch string) int64
-	walk = func(i, depth int, lead, branch string) int64 {
+	var walk func(i, depth int, lead, branch string)
+	walk = func(i, depth int, lead, branch string) {
 		visited[i] = true
-		row := len(rows)
 		rows = append(rows, treeRow{s: &items[i], name: lead + branch + items[i].Name, depth: depth})
 		next := lead
 		switch branch {
@@ -93,7 +91,6 @@ func sessionTree(items []v1alpha1.AgentSession) []treeRow {
 		case "└─ ":
 			next += "   "
 		}
-		total := items[i].Status.Usage.Total
 		kids := slices.DeleteFunc(slices.Clone(children[i]), func(k int) bool { return visited[k] })
 		slices.SortFunc(kids, byNameOrder)
 		for n, k := range kids {
@@ -101,10 +98,8 @@ func sessionTree(items []v1alpha1.AgentSession) []treeRow {
 			if n == len(kids)-1 {
 				b = "└─ "
 			}
-			total += walk(k, depth+1, next, b)
+			walk(k, depth+1, next, b)
 		}
-		rows[row].tokens = total
-		return total
 	}
 	for _, r := range roots {
 		walk(r, 0, "", "")
@@ -113,7 +108,8 @@ func sessionTree(items []v1alpha1.AgentSession) []treeRow {
 }
 
 // table prints the sessions as a tree: one line per session, children under
-// their parent, with the tokens of each session and of its whole subtree.
+// their parent, with the tokens of each session and of its whole subtree
+// (status.treeTokens, which the controller rolls up).
 func table(w io.Writer, items []v1alpha1.AgentSession, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tPHASE\tMODEL\tPARENT\tTURNS\tTOKENS\tTREE TOKENS\tAGE")
@@ -124,7 +120,7 @@ func table(w io.Writer, items []v1alpha1.AgentSession, now time.Time) error {
 			parent = s.Spec.ParentRef.Name
 		}
 		age := duration.HumanDuration(now.Sub(s.CreationTimestamp.Time))
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.name, s.Status.Phase, s.Spec.Model.Name, parent, s.Status.Turns, s.Status.Usage.Total, r.tokens, age)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.name, s.Status.Phase, s.Spec.Model.Name, parent, s.Status.Turns, s.Status.Usage.Total, s.Status.TreeTokens, age)
 	}
 	return tw.Flush()
 }
@@ -146,7 +142,7 @@ func subtree(s *v1alpha1.AgentSession, all []v1alpha1.AgentSession) []treeRow {
 		}
 		return sessionTree(items)
 	}
-	return []treeRow{{s: s, name: s.Name, tokens: s.Status.Usage.Total}}
+	return []treeRow{{s: s, name: s.Name}}
 }
 
 // describe prints the status of one session and the tree of its subagents
@@ -160,7 +156,7 @@ func describe(w io.Writer, s *v1alpha1.AgentSession, all []v1alpha1.AgentSession
 	fmt.Fprintf(tw, "Turns:\t%d (tool calls %d)\n", s.Status.Turns, s.Status.ToolCalls)
 	fmt.Fprintf(tw, "Tokens:\t%d in, %d out\n", s.Status.Usage.Input, s.Status.Usage.Output)
 	if len(tree) > 1 {
-		fmt.Fprintf(tw, "Tokens with subagents:\t%d\n", tree[0].tokens)
+		fmt.Fprintf(tw, "Tokens with subagents:\t%d\n", s.Status.TreeTokens)
 	}
 	if s.Status.PodName != "" {
 		fmt.Fprintf(tw, "Pod:\t%s\n", s.Status.PodName)
@@ -182,7 +178,7 @@ func describe(w io.Writer, s *v1alpha1.AgentSession, all []v1alpha1.AgentSession
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  NAME\tPHASE\tTURNS\tTOKENS\tTREE TOKENS")
 		for _, r := range tree[1:] {
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\n", r.name, r.s.Status.Phase, r.s.Status.Turns, r.s.Status.Usage.Total, r.tokens)
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\n", r.name, r.s.Status.Phase, r.s.Status.Turns, r.s.Status.Usage.Total, r.s.Status.TreeTokens)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

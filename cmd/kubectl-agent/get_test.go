@@ -20,7 +20,8 @@ func session(name, parent string, tokens int64, phase v1alpha1.Phase) v1alpha1.A
 			Prompt: "task of " + name,
 			Model:  v1alpha1.ModelSpec{Provider: v1alpha1.ProviderScripted, Name: "demo", ScriptConfigMapRef: &v1alpha1.ConfigMapKeyRef{Name: "s"}},
 		},
-		Status: v1alpha1.AgentSessionStatus{Phase: phase, Turns: 2, Usage: v1alpha1.Usage{Input: tokens - 1, Output: 1, Total: tokens}},
+		Status: v1alpha1.AgentSessionStatus{Phase: phase, Turns: 2, Usage: v1alpha1.Usage{Input: tokens - 1, Output: 1, Total: tokens},
+			TreeTokens: tokens},
 	}
 	if parent != "" {
 		s.Spec.ParentRef = &v1alpha1.ParentReference{Name: parent, UID: "uid-" + parent}
@@ -29,18 +30,24 @@ func session(name, parent string, tokens int64, phase v1alpha1.Phase) v1alpha1.A
 	return s
 }
 
+// withTree sets the status.treeTokens the controller would have rolled up.
+func withTree(s v1alpha1.AgentSession, treeTokens int64) v1alpha1.AgentSession {
+	s.Status.TreeTokens = treeTokens
+	return s
+}
+
 func TestSessionTree(t *testing.T) {
 	cases := []struct {
 		name  string
 		items []v1alpha1.AgentSession
-		want  []string // "<tree name> <tokens of the subtree>"
+		want  []string // "<tree name> <status.treeTokens>"
 	}{
 		{"flat sessions are sorted roots", []v1alpha1.AgentSession{
 			session("b", "", 5, ""), session("a", "", 7, ""),
 		}, []string{"a 7", "b 5"}},
-		{"children under their parent, usage rolled up", []v1alpha1.AgentSession{
-			session("lead-sub-2", "lead", 20, ""), session("other", "", 1, ""), session("lead", "", 100, ""),
-			session("lead-sub-1", "lead", 10, ""), session("lead-sub-1-sub-1", "lead-sub-1", 3, ""),
+		{"children under their parent, with status.treeTokens", []v1alpha1.AgentSession{
+			session("lead-sub-2", "lead", 20, ""), session("other", "", 1, ""), withTree(session("lead", "", 100, ""), 133),
+			withTree(session("lead-sub-1", "lead", 10, ""), 13), session("lead-sub-1-sub-1", "lead-sub-1", 3, ""),
 		}, []string{
 			"lead 133",
 			"├─ lead-sub-1 13",
@@ -56,7 +63,7 @@ func TestSessionTree(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
 			for _, r := range sessionTree(tc.items) {
-				got = append(got, r.name+" "+strconv.FormatInt(r.tokens, 10))
+				got = append(got, r.name+" "+strconv.FormatInt(r.s.Status.TreeTokens, 10))
 			}
 			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 				t.Errorf("tree:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
@@ -87,7 +94,7 @@ func TestGetShowsTheSubagentTree(t *testing.T) {
 		}
 		return &s
 	}
-	lead := create(session("tree-lead", "", 100, v1alpha1.PhaseRunning), nil)
+	lead := create(withTree(session("tree-lead", "", 100, v1alpha1.PhaseRunning), 142), nil)
 	create(session("tree-lead-sub-1", "tree-lead", 30, v1alpha1.PhaseSucceeded), lead)
 	create(session("tree-lead-sub-2", "tree-lead", 12, v1alpha1.PhaseRunning), lead)
 
