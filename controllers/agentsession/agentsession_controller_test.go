@@ -21,6 +21,7 @@ import (
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/loop"
+	"github.com/agent-operator/agent-operator/internal/testenv"
 )
 
 // These tests run the real reconciler, runner, loop, scripted provider and
@@ -43,19 +44,7 @@ const script = `turns:
 
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%s: %v", what, t.Context().Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	t.Fatalf("%s: %v", what, err)
+	testenv.Eventually(t, what, waitFor, cond)
 }
 
 func newNamespace(t *testing.T) string {

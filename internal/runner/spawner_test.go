@@ -225,7 +225,7 @@ func TestChildSpawnerAgainstAPIServer(t *testing.T) {
 		}()
 		// Wait subscribes before its first read and has no timer, so
 		// finishing the child after that read proves the event woke it.
-		eventually(t, func() error {
+		testenv.Eventually(t, "the waiting call has read the cache", 30*time.Second, func() error {
 			if cached.gets.Load() == cacheReads {
 				return fmt.Errorf("wait has not read the child yet")
 			}
@@ -261,7 +261,7 @@ func TestChildSpawnerAgainstAPIServer(t *testing.T) {
 
 	t.Run("wait refuses a session of another parent", func(t *testing.T) {
 		f.session(t, "stranger", nil)
-		eventually(t, func() error {
+		testenv.Eventually(t, "the stranger is in the cache", 30*time.Second, func() error {
 			return f.cached.Get(ctx, types.NamespacedName{Namespace: "default", Name: "stranger"}, &agentsv1.AgentSession{})
 		})
 		if _, err := sp.Wait(ctx, "stranger"); err == nil || !strings.Contains(err.Error(), "not a subagent") {
@@ -290,7 +290,7 @@ func TestChildSpawnerAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("AbortChildren aborts the children that run", func(t *testing.T) {
-		eventually(t, func() error {
+		testenv.Eventually(t, "the children are in the cache", 30*time.Second, func() error {
 			var l agentsv1.AgentSessionList
 			if err := f.cached.List(ctx, &l, client.MatchingLabels{agentsv1.LabelParentUID: string(f.parent.UID)}); err != nil {
 				return err
@@ -313,20 +313,4 @@ func TestChildSpawnerAgainstAPIServer(t *testing.T) {
 			}
 		}
 	})
-}
-
-// eventually retries check until it succeeds or 30s pass.
-func eventually(t *testing.T, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -60,4 +62,24 @@ func FindAssets() error {
 		return fmt.Errorf("set TEST_ASSET_ETCD: %w", err)
 	}
 	return nil
+}
+
+// Eventually calls cond every 100 ms until it returns nil, and fails the
+// test with what and cond's last error when timeout passes or the test's
+// context ends.
+func Eventually(t testing.TB, what string, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%s: %v", what, t.Context().Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%s: %v", what, err)
 }
