@@ -48,7 +48,7 @@ type Options struct {
 	// environment and journal).
 	Client client.Client
 	// Informers (the manager's cache) wakes a parent's wait on the watch
-	// events of its child sessions. Nil makes wait re-read Client's cache.
+	// events of its child sessions; required with Client.
 	Informers cache.Informers
 	// Notify is called, without blocking, when a session's progress changed.
 	Notify func(key types.NamespacedName)
@@ -65,7 +65,7 @@ type Options struct {
 type Runner struct {
 	opts Options
 
-	children *childWatch // nil without Options.Informers
+	children *childWatch // nil without Options.Client
 
 	mu       sync.Mutex
 	sessions map[types.UID]*session
@@ -80,6 +80,9 @@ func New(opts Options) (*Runner, error) {
 	if opts.Reader == nil || opts.Journals == nil || opts.Clients == nil || opts.Envs == nil {
 		return nil, errors.New("new runner: reader, journals, clients and envs are required")
 	}
+	if opts.Client != nil && opts.Informers == nil {
+		return nil, errors.New("new runner: informers are required with a client (child sessions' waits wake on their watch events)")
+	}
 	if opts.NotifyInterval <= 0 {
 		opts.NotifyInterval = DefaultNotifyInterval
 	}
@@ -90,7 +93,7 @@ func New(opts Options) (*Runner, error) {
 		opts.Notify = func(types.NamespacedName) {}
 	}
 	r := &Runner{opts: opts, sessions: map[types.UID]*session{}}
-	if opts.Informers != nil {
+	if opts.Client != nil {
 		w, err := newChildWatch(context.Background(), opts.Informers)
 		if err != nil {
 			return nil, fmt.Errorf("new runner: %w", err)

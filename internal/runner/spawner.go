@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,13 +23,6 @@ import (
 // spec.subagents.maxChildren is unset.
 const DefaultMaxChildren = 4
 
-// Without a childWatch, Wait re-reads the child from the manager's cache (never
-// the API server) with a backoff from minCachePoll to maxCachePoll.
-const (
-	minCachePoll = 100 * time.Millisecond
-	maxCachePoll = time.Second
-)
-
 // childSpawner implements tool.SubagentSpawner by creating child AgentSessions
 // (controller ownerReference and parentRef to the parent, depth + 1, same
 // namespace). A shared child runs in its parent's workspace pod.
@@ -43,8 +35,7 @@ type childSpawner struct {
 	c      client.Client // creates and updates children; its reads come from the informer cache
 	r      client.Reader // uncached reads
 	parent *agentsv1.AgentSession
-	// watch wakes Wait on watch events of children; nil falls back to
-	// re-reading the cache.
+	// watch wakes Wait on watch events of children.
 	watch *childWatch
 
 	mu      sync.Mutex      // serialises Spawn, so parallel spawn_agent calls respect maxChildren
@@ -189,17 +180,10 @@ func (sp *childSpawner) SendInput(ctx context.Context, agentID, message string) 
 }
 
 // Wait blocks until the child has finished its current input. It reads the
-// child from the informer cache only: again on each watch event for it with
-// a childWatch, else with a backoff up to maxCachePoll.
+// child from the informer cache only, again on each watch event for it.
 func (sp *childSpawner) Wait(ctx context.Context, agentID string) (tool.SubAgentResult, error) {
-	key := types.NamespacedName{Namespace: sp.parent.Namespace, Name: agentID}
-	var wake <-chan struct{}
-	if sp.watch != nil {
-		ch, cancel := sp.watch.subscribe(key) // before the first read: no event is missed
-		defer cancel()
-		wake = ch
-	}
-	poll := minCachePoll
+	wake, cancel := sp.watch.subscribe(types.NamespacedName{Namespace: sp.parent.Namespace, Name: agentID})
+	defer cancel() // subscribed before the first read: no event is missed
 	seen, confirmed := false, false
 	for {
 		c, err := sp.cached(ctx, agentID)
@@ -222,22 +206,11 @@ func (sp *childSpawner) Wait(ctx context.Context, agentID string) (tool.SubAgent
 				return tool.SubAgentResult{}, err
 			}
 		}
-		if wake != nil {
-			select {
-			case <-ctx.Done():
-				return tool.SubAgentResult{}, ctx.Err()
-			case <-wake:
-			}
-			continue
-		}
-		t := time.NewTimer(poll)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return tool.SubAgentResult{}, ctx.Err()
-		case <-t.C:
+		case <-wake:
 		}
-		poll = min(2*poll, maxCachePoll)
 	}
 }
 
