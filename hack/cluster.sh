@@ -7,6 +7,8 @@
 #   hack/cluster.sh down     stops only what `up` started (by pid), unmounts, restores the host,
 #                            then verifies that no process or mount is left (fails otherwise)
 #   hack/cluster.sh status   shows each component
+#   hack/cluster.sh restart-apiserver [seconds]
+#                            stops the API server for that long (default 10) and starts it again
 #   hack/cluster.sh env      prints `export KUBECONFIG=...`
 #   hack/cluster.sh deps     installs the Debian packages the cluster needs
 #
@@ -344,7 +346,12 @@ evictionHard:
 serializeImagePulls: false
 rotateCertificates: false
 serverTLSBootstrap: false
-maxPods: 110
+# Room for the load spec (200 concurrent sessions, one workspace pod each).
+maxPods: 250
+# Each pod's cgroup may hold at most this many processes and threads: a fork bomb in a
+# workspace exhausts its own pod, not the node. Kubernetes has no per-pod field for this;
+# it is a node setting (docs/security.md).
+podPidsLimit: 1024
 EOF
 
 	put "$CFG/kube-proxy.yaml" <<EOF
@@ -385,7 +392,15 @@ start() { # component args...
 	fi
 	mkdir -p "$LOGS" "$PIDS"
 	# setsid: own session, so the daemon outlives the calling make/CI step and its signals.
-	setsid "$(bin "$name")" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+	# The daemon gets no other inherited descriptor: a caller's flock(1) lock held open by a
+	# daemon would never be released.
+	(
+		for fd in /proc/self/fd/*; do
+			fd="${fd##*/}"
+			[ "$fd" -gt 2 ] && eval "exec ${fd}>&-" 2>/dev/null
+		done
+		exec setsid "$(bin "$name")" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
+	) &
 	echo $! >"$PIDS/$name.pid"
 	log "$name: started (pid $!, log $LOGS/$name.log)"
 }
@@ -446,6 +461,30 @@ import_pause() {
 	log "pause image: imported into containerd (k8s.io namespace)"
 }
 
+start_apiserver() {
+	start kube-apiserver --etcd-servers "http://127.0.0.1:${ETCD_CLIENT_PORT}" \
+		--bind-address "${NODE_IP}" --advertise-address "${NODE_IP}" --secure-port "${APISERVER_PORT}" \
+		--service-cluster-ip-range "${SERVICE_CIDR}" --allow-privileged=true \
+		--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+		--client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+		--kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+		--kubelet-certificate-authority "$PKI/ca.crt" --kubelet-preferred-address-types InternalIP \
+		--service-account-issuer https://kubernetes.default.svc.cluster.local \
+		--service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+		--profiling=false --v=1
+	wait_for kube-apiserver "ready (/readyz)" curl_admin "https://${NODE_IP}:${APISERVER_PORT}/readyz"
+}
+
+# restart_apiserver SECONDS: stops the API server, keeps it down for SECONDS, starts it again
+# with the same flags and waits for /readyz (the chaos e2e spec of docs/security.md).
+restart_apiserver() {
+	local down="${1:-10}"
+	alive kube-apiserver || die "kube-apiserver is not running: run '$0 up' first"
+	stop kube-apiserver
+	sleep "$down"
+	start_apiserver
+}
+
 up() {
 	require_root
 	local t0=$SECONDS
@@ -470,17 +509,7 @@ up() {
 		--unsafe-no-fsync --snapshot-count 10000 --log-level warn
 	wait_for etcd "healthy" curl -sf --max-time 2 "http://127.0.0.1:${ETCD_CLIENT_PORT}/health"
 
-	start kube-apiserver --etcd-servers "http://127.0.0.1:${ETCD_CLIENT_PORT}" \
-		--bind-address "${NODE_IP}" --advertise-address "${NODE_IP}" --secure-port "${APISERVER_PORT}" \
-		--service-cluster-ip-range "${SERVICE_CIDR}" --allow-privileged=true \
-		--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
-		--client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-		--kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
-		--kubelet-certificate-authority "$PKI/ca.crt" --kubelet-preferred-address-types InternalIP \
-		--service-account-issuer https://kubernetes.default.svc.cluster.local \
-		--service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-		--profiling=false --v=1
-	wait_for kube-apiserver "ready (/readyz)" curl_admin "https://${NODE_IP}:${APISERVER_PORT}/readyz"
+	start_apiserver
 
 	start kube-controller-manager --kubeconfig "$CFG/controller-manager.kubeconfig" \
 		--authentication-kubeconfig "$CFG/controller-manager.kubeconfig" --authorization-kubeconfig "$CFG/controller-manager.kubeconfig" \
@@ -767,7 +796,8 @@ deps) require_root; ensure_packages ;;
 up) up ;;
 down) down ;;
 status) status ;;
+restart-apiserver) restart_apiserver "${2:-10}" ;;
 env) echo "export KUBECONFIG=${KUBECONFIG_PATH}" ;;
 kubeconfig) echo "${KUBECONFIG_PATH}" ;;
-*) die "usage: $0 up|down|status|env|kubeconfig|deps" ;;
+*) die "usage: $0 up|down|status|restart-apiserver [seconds]|env|kubeconfig|deps" ;;
 esac

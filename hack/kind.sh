@@ -31,8 +31,20 @@ up() {
 		log "kind cluster ${KIND_CLUSTER} exists"
 		"$kind" get kubeconfig --name "${KIND_CLUSTER}" >"${KIND_KUBECONFIG}"
 	else
+		# The same per-pod pids limit as hack/cluster.sh (the fork-bomb containment of docs/security.md).
+		cat >"${KIND_DIR}/config.yaml" <<EOF
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+nodes:
+- role: control-plane
+  kubeadmConfigPatches:
+  - |
+    kind: KubeletConfiguration
+    podPidsLimit: 1024
+    maxPods: 250
+EOF
 		"$kind" create cluster --name "${KIND_CLUSTER}" --kubeconfig "${KIND_KUBECONFIG}" --wait 3m \
-			${KIND_NODE_IMAGE:+--image "${KIND_NODE_IMAGE}"}
+			--config "${KIND_DIR}/config.yaml" ${KIND_NODE_IMAGE:+--image "${KIND_NODE_IMAGE}"}
 	fi
 	echo "KUBECONFIG=${KIND_KUBECONFIG}"
 }
