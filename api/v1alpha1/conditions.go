@@ -25,6 +25,9 @@ const (
 	ReasonPodNotReady = "PodNotReady"
 	// ReasonWorkspaceLost: the workspace pod disappeared or failed and its emptyDir is gone.
 	ReasonWorkspaceLost = "WorkspaceLost"
+	// ReasonWorkspaceOOMKilled: the workspace container was killed for exceeding its memory
+	// limit (on cgroup v2 nodes the kernel kills the whole container), and the emptyDir with it.
+	ReasonWorkspaceOOMKilled = "WorkspaceOOMKilled"
 	// ReasonWorkspaceRecreated: the pod was lost; its PVC is kept and a new pod was created.
 	ReasonWorkspaceRecreated = "WorkspaceRecreated"
 	// ReasonWorkspaceReleased: the session finished and its pod was deleted.

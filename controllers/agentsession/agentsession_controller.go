@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -62,6 +63,11 @@ type Reconciler struct {
 	// WarmPools are the pools of pre-started workspace pods that sessions
 	// claim instead of starting a pod cold (none by default).
 	WarmPools []WarmPool
+	// MaxConcurrentReconciles is how many sessions are reconciled at once
+	// (0: controller-runtime's default, 1). A session is never reconciled by
+	// two workers at once; across sessions the quota orders sessions by
+	// creation and warm pod claims are optimistic, so both hold with more.
+	MaxConcurrentReconciles int
 
 	pools *pools
 
@@ -125,6 +131,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Pod{}, builder.WithPredicates(managed)).
 		Owns(&agentsv1.AgentSession{}). // children wake their parent (status.children)
 		WatchesRawSource(source.Channel(r.updates, &handler.TypedEnqueueRequestForObject[*agentsv1.AgentSession]{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("agentsession").
 		Complete(r)
 }
@@ -265,8 +272,11 @@ func (r *Reconciler) stopRunner(uid types.UID, stop func(types.UID)) ctrl.Result
 func (r *Reconciler) workspaceLost(ctx context.Context, s *agentsv1.AgentSession, pod *corev1.Pod, obs observation) (observation, ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	if s.Spec.Workspace.Volume.PersistentVolumeClaim == nil || sharedWorkspace(s) {
-		log.Info("Workspace pod lost; failing the session", "pod", klog.KRef(s.Namespace, podName(s)))
-		obs.lost = true
+		obs.lost, obs.lostReason = true, agentsv1.ReasonWorkspaceLost
+		if limit, ok := oomKilled(pod); ok {
+			obs.lostReason, obs.memoryLimit = agentsv1.ReasonWorkspaceOOMKilled, limit
+		}
+		log.Info("Workspace pod lost; failing the session", "pod", klog.KRef(s.Namespace, podName(s)), "reason", obs.lostReason)
 		r.Runner.Abort(s.UID)
 		return obs, ctrl.Result{}, nil
 	}

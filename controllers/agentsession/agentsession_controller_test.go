@@ -21,6 +21,7 @@ import (
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/loop"
+	"github.com/agent-operator/agent-operator/internal/runner"
 	"github.com/agent-operator/agent-operator/internal/testenv"
 )
 
@@ -273,6 +274,32 @@ func TestLostEmptyDirWorkspaceFailsTheSession(t *testing.T) {
 	c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionWorkspaceReady)
 	if c == nil || c.Reason != agentsv1.ReasonWorkspaceLost {
 		t.Errorf("WorkspaceReady = %+v, want reason WorkspaceLost", c)
+	}
+}
+
+func TestOOMKilledWorkspaceFailsTheSessionSayingSo(t *testing.T) {
+	ns := newNamespace(t)
+	s := scriptedSession(t, ns)
+	pod := getPod(t, s)
+	markPodReady(t, pod)
+	waitPhase(t, s, agentsv1.PhaseSucceeded, nil)
+
+	// What the kubelet reports when the kernel kills the whole container (cgroup v2).
+	pod.Status.Phase = corev1.PodFailed
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: runner.WorkspaceContainer, State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
+	if err := testClient.Status().Update(t.Context(), pod); err != nil {
+		t.Fatalf("mark pod OOM-killed: %v", err)
+	}
+	got := waitPhase(t, s, agentsv1.PhaseFailed, nil)
+	limit := pod.Spec.Containers[0].Resources.Limits.Memory().String()
+	if c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionWorkspaceReady); c == nil || c.Reason != agentsv1.ReasonWorkspaceOOMKilled {
+		t.Errorf("WorkspaceReady = %+v, want reason %s", c, agentsv1.ReasonWorkspaceOOMKilled)
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionCompleted)
+	if c == nil || c.Reason != agentsv1.ReasonWorkspaceOOMKilled || !strings.Contains(c.Message, "memory limit ("+limit+")") ||
+		!strings.Contains(c.Message, "spec.workspace.resources.limits.memory") {
+		t.Errorf("Completed = %+v, want reason %s naming the limit %s and the field to raise", c, agentsv1.ReasonWorkspaceOOMKilled, limit)
 	}
 }
 

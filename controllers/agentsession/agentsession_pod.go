@@ -86,12 +86,21 @@ func defaultResources() corev1.ResourceRequirements {
 	}
 }
 
-// initResources bound the short-lived init containers.
-func initResources() corev1.ResourceRequirements {
-	return corev1.ResourceRequirements{
+// initResources bound the short-lived init containers. Their requests never exceed those of
+// the workspace container: the scheduler reserves for a pod the larger of its init and regular
+// containers' requests, so spec.workspace.resources alone decides how much of a node a session
+// reserves (otherwise a session asking for 2m CPU would still reserve 50m).
+func initResources(workspace corev1.ResourceRequirements) corev1.ResourceRequirements {
+	r := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")},
 	}
+	for name, q := range r.Requests {
+		if w, ok := workspace.Requests[name]; ok && w.Cmp(q) < 0 {
+			r.Requests[name] = w.DeepCopy()
+		}
+	}
+	return r
 }
 
 // restrictedContext is the container security context of the restricted Pod
@@ -132,7 +141,7 @@ func buildPod(s *agentsv1.AgentSession, img Images) *corev1.Pod {
 		Command:         []string{"/executor-sidecar", "copy-to", agentBinDir},
 		VolumeMounts:    []corev1.VolumeMount{{Name: volAgentBin, MountPath: agentBinDir}},
 		SecurityContext: restrictedContext(),
-		Resources:       initResources(),
+		Resources:       initResources(resources),
 	}}
 	volumes := []corev1.Volume{
 		workspaceVolume(s),
@@ -140,7 +149,7 @@ func buildPod(s *agentsv1.AgentSession, img Images) *corev1.Pod {
 		{Name: volTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
 	if ws.Git != nil {
-		c, v := gitCloneContainer(ws.Git, image, img.PullPolicy)
+		c, v := gitCloneContainer(ws.Git, image, img.PullPolicy, resources)
 		initContainers = append(initContainers, c)
 		volumes = append(volumes, v...)
 	}
@@ -222,7 +231,7 @@ git checkout ${GIT_REF:+"$GIT_REF"}
 // gitCloneContainer clones spec.workspace.git with the workspace image (which
 // must provide sh and git); the credentials Secret is mounted into this init
 // container only.
-func gitCloneContainer(g *agentsv1.GitSource, image string, pull corev1.PullPolicy) (corev1.Container, []corev1.Volume) {
+func gitCloneContainer(g *agentsv1.GitSource, image string, pull corev1.PullPolicy, workspace corev1.ResourceRequirements) (corev1.Container, []corev1.Volume) {
 	c := corev1.Container{
 		Name:            "git-clone",
 		Image:           image,
@@ -238,7 +247,7 @@ func gitCloneContainer(g *agentsv1.GitSource, image string, pull corev1.PullPoli
 			{Name: volTmp, MountPath: "/tmp"},
 		},
 		SecurityContext: restrictedContext(),
-		Resources:       initResources(),
+		Resources:       initResources(workspace),
 	}
 	var vols []corev1.Volume
 	if g.CredentialsSecretRef != nil {
@@ -283,4 +292,25 @@ func podReady(pod *corev1.Pod) bool {
 func podGone(pod *corev1.Pod) bool {
 	return pod != nil && (pod.DeletionTimestamp != nil ||
 		pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded)
+}
+
+// oomKilled reports whether the kernel killed the workspace container for
+// exceeding its memory limit, and that limit ("unset" without one).
+func oomKilled(pod *corev1.Pod) (string, bool) {
+	if pod == nil {
+		return "", false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != runner.WorkspaceContainer || cs.State.Terminated == nil || cs.State.Terminated.Reason != "OOMKilled" {
+			continue
+		}
+		limit := "unset"
+		for _, c := range pod.Spec.Containers {
+			if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == cs.Name {
+				limit = q.String()
+			}
+		}
+		return limit, true
+	}
+	return "", false
 }

@@ -53,6 +53,34 @@ func TestBuildPod(t *testing.T) {
 				t.Errorf("container = %s %v %v", c.Image, c.Resources, pod.Spec.RuntimeClassName)
 			}
 		}},
+		{"init containers request no more than a small workspace", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Resources = &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("128Mi")}}
+			s.Spec.Workspace.Git = &agentsv1.GitSource{Repository: "https://example.com/r.git"}
+		}, func(t *testing.T, pod *corev1.Pod) {
+			if len(pod.Spec.InitContainers) != 2 {
+				t.Fatalf("init containers = %+v", pod.Spec.InitContainers)
+			}
+			for _, c := range pod.Spec.InitContainers {
+				if c.Resources.Requests.Cpu().String() != "2m" || c.Resources.Requests.Memory().String() != "16Mi" {
+					t.Errorf("init container %s requests %v, want the workspace's 2m and 16Mi", c.Name, c.Resources.Requests)
+				}
+				if c.Resources.Limits.Cpu().String() != "1" || c.Resources.Limits.Memory().String() != "512Mi" {
+					t.Errorf("init container %s limits %v, want 1 and 512Mi", c.Name, c.Resources.Limits)
+				}
+			}
+		}},
+		{"init containers keep their requests below a large workspace's", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Resources = &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}}
+		}, func(t *testing.T, pod *corev1.Pod) {
+			c := pod.Spec.InitContainers[0]
+			if c.Resources.Requests.Cpu().String() != "50m" || c.Resources.Requests.Memory().String() != "64Mi" {
+				t.Errorf("init container %s requests %v, want 50m and 64Mi", c.Name, c.Resources.Requests)
+			}
+		}},
 		{"new pvc", func(s *agentsv1.AgentSession) {
 			s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptr.To(resource.MustParse("5Gi"))}
 		}, func(t *testing.T, pod *corev1.Pod) {

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -55,6 +56,13 @@ func TestComputeStatus(t *testing.T) {
 		{"emptyDir pod lost wins over the runner's abort", running, false, observation{lost: true, progress: &runner.Progress{
 			Phase: agentsv1.PhaseAborted, Reason: agentsv1.ReasonAborted}},
 			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceLost, metav1.ConditionTrue, agentsv1.ReasonWorkspaceLost},
+		{"workspace container OOM-killed", running, false, observation{lost: true, lostReason: agentsv1.ReasonWorkspaceOOMKilled, memoryLimit: "256Mi"},
+			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceOOMKilled, metav1.ConditionTrue, agentsv1.ReasonWorkspaceOOMKilled},
+		{"failed by OOM kill keeps saying so", agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseFailed, Conditions: []metav1.Condition{
+			{Type: agentsv1.ConditionCompleted, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonWorkspaceOOMKilled},
+			{Type: agentsv1.ConditionWorkspaceReady, Status: metav1.ConditionFalse, Reason: agentsv1.ReasonWorkspaceOOMKilled}}},
+			false, observation{released: true},
+			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceOOMKilled, metav1.ConditionTrue, agentsv1.ReasonWorkspaceOOMKilled},
 		{"abort waits for the runner", running, true, observation{pod: readyPod(), progress: &runner.Progress{Phase: agentsv1.PhaseRunning}},
 			agentsv1.PhaseRunning, metav1.ConditionTrue, agentsv1.ReasonPodReady, metav1.ConditionFalse, agentsv1.ReasonRunning},
 		{"abort done", running, true, observation{pod: readyPod(), progress: &runner.Progress{Phase: agentsv1.PhaseRunning, Done: true}},
@@ -89,6 +97,38 @@ func TestComputeStatus(t *testing.T) {
 			check(agentsv1.ConditionCompleted, tc.wantCompleted, tc.wantReason)
 			if final := st.Phase.IsFinal(); final != (st.CompletionTime != nil) {
 				t.Errorf("completionTime = %v for phase %s", st.CompletionTime, st.Phase)
+			}
+		})
+	}
+}
+
+func TestOOMKilled(t *testing.T) {
+	limited := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}
+	pod := func(name, reason string, res corev1.ResourceRequirements) *corev1.Pod {
+		return &corev1.Pod{
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Resources: res}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: name, State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: reason}}}}},
+		}
+	}
+	cases := []struct {
+		name      string
+		pod       *corev1.Pod
+		wantLimit string
+		want      bool
+	}{
+		{"no pod", nil, "", false},
+		{"running", readyPod(), "", false},
+		{"OOM-killed with a limit", pod(runner.WorkspaceContainer, "OOMKilled", limited), "256Mi", true},
+		{"OOM-killed without a limit", pod(runner.WorkspaceContainer, "OOMKilled", corev1.ResourceRequirements{}), "unset", true},
+		{"killed otherwise", pod(runner.WorkspaceContainer, "Error", limited), "", false},
+		{"another container", pod("sidecar", "OOMKilled", limited), "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			limit, ok := oomKilled(tc.pod)
+			if ok != tc.want || limit != tc.wantLimit {
+				t.Errorf("oomKilled = %q, %v; want %q, %v", limit, ok, tc.wantLimit, tc.want)
 			}
 		})
 	}

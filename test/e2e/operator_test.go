@@ -131,8 +131,9 @@ var _ = Describe("operator installed with Helm", Ordered, ContinueOnFailure, fun
 	}, SpecTimeout(3*time.Minute))
 })
 
-// scriptedSession creates the script's ConfigMap and an AgentSession replaying it.
-func scriptedSession(ctx context.Context, ns, name, script string) *agentsv1.AgentSession {
+// scriptedSession creates the script's ConfigMap and an AgentSession replaying it, changed by
+// mutate before it is created.
+func scriptedSession(ctx context.Context, ns, name, script string, mutate ...func(*agentsv1.AgentSession)) *agentsv1.AgentSession {
 	GinkgoHelper()
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-script"},
@@ -150,6 +151,9 @@ func scriptedSession(ctx context.Context, ns, name, script string) *agentsv1.Age
 			},
 			Limits: agentsv1.Limits{MaxTurns: 10, Deadline: &metav1.Duration{Duration: 10 * time.Minute}},
 		},
+	}
+	for _, m := range mutate {
+		m(s)
 	}
 	Expect(f.Client.Create(ctx, s)).To(Succeed())
 	// Delete the session while the operator still runs: its finalizer would otherwise keep

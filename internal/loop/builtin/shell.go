@@ -13,6 +13,15 @@ import (
 // (seed 000 default_command_timeout_ms).
 const fallbackTimeout = 10 * time.Second
 
+// killedExitCode is the exit code of a command killed by SIGKILL (128+9).
+const killedExitCode = 137
+
+// KilledMessage follows the output of a command that ended by SIGKILL without
+// timing out: in a workspace that is almost always the kernel's out-of-memory
+// killer enforcing the memory limit, which the model can work around.
+const KilledMessage = "[ERROR: The command was killed by SIGKILL (exit code 137), most likely by the out-of-memory " +
+	"killer: the environment has a memory limit. Use less memory (smaller inputs, streaming, fewer parallel jobs).]"
+
 // TimeoutMessage is the exact text appended on timeout (seed 000 §5.4);
 // %d is the timeout in milliseconds.
 const TimeoutMessage = "[ERROR: Command timed out after %dms. Partial output is shown above.\n" +
@@ -124,11 +133,17 @@ func shell(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 		}
 		b.WriteString(res.Stderr)
 	}
-	if res.TimedOut {
+	switch {
+	case res.TimedOut:
 		if s := b.String(); !strings.HasSuffix(s, "\n") {
 			b.WriteByte('\n')
 		}
 		fmt.Fprintf(&b, TimeoutMessage, timeout.Milliseconds())
+	case res.ExitCode == killedExitCode:
+		if s := b.String(); !strings.HasSuffix(s, "\n") {
+			b.WriteByte('\n')
+		}
+		b.WriteString(KilledMessage)
 	}
 	return tool.Result{Output: b.String(), IsError: res.TimedOut || res.ExitCode != 0}, nil
 }

@@ -16,6 +16,7 @@ func TestShell(t *testing.T) {
 		args     any
 		isError  bool
 		has      []string
+		lacks    []string
 		streamed string
 	}{
 		{name: "success", args: map[string]any{"command": "echo hello", "description": "greets"},
@@ -32,6 +33,10 @@ func TestShell(t *testing.T) {
 			isError: true, has: []string{"[ERROR: Command timed out after 250ms. Partial output is shown above.\nYou can retry with a longer timeout by setting the timeout_ms parameter.]"}},
 		{name: "timeout_ms capped at the maximum", max: 200 * time.Millisecond, args: map[string]any{"command": "sleep 30", "timeout_ms": 600000},
 			isError: true, has: []string{"timed out after 200ms"}},
+		{name: "killed by SIGKILL says why it probably was", args: map[string]any{"command": "echo big; kill -9 $$"},
+			isError: true, has: []string{"Exit code: 137", "big\n" + KilledMessage}},
+		{name: "a plain failure gets no kill message", args: map[string]any{"command": "exit 9"},
+			isError: true, has: []string{"Exit code: 9\n"}, lacks: []string{"SIGKILL"}},
 		{name: "empty command", args: map[string]any{"command": "  "}, isError: true, has: []string{`"command" parameter is required`}},
 		{name: "negative timeout", args: map[string]any{"command": "true", "timeout_ms": -5}, isError: true, has: []string{"timeout_ms must be"}},
 	}
@@ -39,6 +44,11 @@ func TestShell(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			res, streamed := call{env: env, deflt: tt.deflt, max: tt.max}.run(t, Shell(OpenAI), tt.args)
 			expect(t, res, tt.isError, tt.has...)
+			for _, l := range tt.lacks {
+				if strings.Contains(res.Output, l) {
+					t.Errorf("output contains %q:\n%s", l, res.Output)
+				}
+			}
 			if !strings.Contains(streamed, tt.streamed) {
 				t.Errorf("streamed output %q does not contain %q", streamed, tt.streamed)
 			}
