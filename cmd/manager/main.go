@@ -53,6 +53,8 @@ type options struct {
 	warmPools []agentsession.WarmPool
 	// maxSessions bounds the concurrent top-level sessions per namespace (0: unlimited).
 	maxSessions int
+	// reconcilers is how many sessions the controller reconciles at once.
+	reconcilers int
 }
 
 func parseFlags(args []string) (options, error) {
@@ -83,6 +85,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.pullPol, "image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of workspace pods.")
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity.")
 	fs.IntVar(&o.maxSessions, "max-sessions-per-namespace", 0, "Concurrent top-level sessions per namespace; more wait Pending (QuotaExceeded). 0: unlimited. The namespace annotation agent-operator.dev/max-sessions can lower it.")
+	fs.IntVar(&o.reconcilers, "max-concurrent-reconciles", 4, "How many sessions the controller reconciles at once (each session by one worker at a time).")
 	var pools []string
 	fs.Func("warm-pool", "Keep pre-started workspace pods for new sessions: NAMESPACE=SIZE or NAMESPACE=SIZE:IMAGE (repeatable).",
 		func(v string) error { pools = append(pools, v); return nil })
@@ -101,6 +104,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.maxSessions < 0 {
 		return o, fmt.Errorf("--max-sessions-per-namespace %d: want 0 (unlimited) or more", o.maxSessions)
+	}
+	if o.reconcilers < 1 {
+		return o, fmt.Errorf("--max-concurrent-reconciles %d: want 1 or more", o.reconcilers)
 	}
 	if err := o.stream.Validate(); err != nil {
 		return o, fmt.Errorf("stream flags: %w", err)
@@ -142,7 +148,14 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("ensure events stream: %w", err)
 	}
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restCfg := ctrl.GetConfigOrDie()
+	stopProbes := serveWaitingProbes(o.probeAddr, log)
+	err = waitForAPIServer(ctx, restCfg, log, time.Second, 10*time.Second)
+	stopProbes()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.probeAddr,
@@ -186,6 +199,7 @@ func run(ctx context.Context, o options) error {
 	rec.WarmPools = o.warmPools
 	rec.EventsPrefix = o.stream.Prefix
 	rec.MaxSessionsPerNamespace = o.maxSessions
+	rec.MaxConcurrentReconciles = o.reconcilers
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err
 	}

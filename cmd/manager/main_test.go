@@ -1,8 +1,19 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -28,8 +39,8 @@ func TestParseFlags(t *testing.T) {
 		{"the chart's arguments", []string{"--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
 			"--workspace-image=ws:1", "--executor-image=ex:1", "--image-pull-policy=Always", "--stream-name=AGENT_EVENTS",
 			"--stream-prefix=agents", "--stream-storage=file", "--stream-max-age=168h", "--stream-max-bytes=0", "--stream-replicas=1",
-			"--nats-store-dir=/var/lib/agent-operator/nats", "--nats-port=4222"}, "", func(t *testing.T, o options) {
-			if !o.leaderElect || o.images.PullPolicy != corev1.PullAlways || o.stream.MaxAge.Hours() != 168 || o.natsHost != "127.0.0.1" {
+			"--nats-store-dir=/var/lib/agent-operator/nats", "--nats-port=4222", "--max-concurrent-reconciles=4"}, "", func(t *testing.T, o options) {
+			if o.reconcilers != 4 || !o.leaderElect || o.images.PullPolicy != corev1.PullAlways || o.stream.MaxAge.Hours() != 168 || o.natsHost != "127.0.0.1" {
 				t.Errorf("options = %+v", o)
 			}
 		}},
@@ -41,6 +52,12 @@ func TestParseFlags(t *testing.T) {
 		}},
 		{"bad warm pool", []string{"--warm-pool=ci"}, "--warm-pool", nil},
 		{"bad stream storage", []string{"--stream-storage=tape"}, "stream flags", nil},
+		{"concurrent reconciles", []string{"--max-concurrent-reconciles=8"}, "", func(t *testing.T, o options) {
+			if o.reconcilers != 8 {
+				t.Errorf("reconcilers = %d, want 8", o.reconcilers)
+			}
+		}},
+		{"no reconcilers", []string{"--max-concurrent-reconciles=0"}, "--max-concurrent-reconciles 0", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,4 +74,67 @@ func TestParseFlags(t *testing.T) {
 			tc.check(t, o)
 		})
 	}
+}
+
+func TestWaitForAPIServerWaitsOutAnOutage(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/version" {
+			http.NotFound(w, r)
+			return
+		}
+		if calls.Add(1) <= 3 {
+			http.Error(w, "restarting", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"major":"1","minor":"36","gitVersion":"v1.36.5"}`)
+	}))
+	defer srv.Close()
+	if err := waitForAPIServer(t.Context(), &rest.Config{Host: srv.URL}, logr.Discard(), time.Millisecond, 5*time.Millisecond); err != nil {
+		t.Fatalf("waitForAPIServer: %v", err)
+	}
+	if n := calls.Load(); n != 4 {
+		t.Errorf("/version requests = %d, want 3 refused and 1 answered", n)
+	}
+}
+
+func TestWaitForAPIServerStopsWithItsContext(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err := waitForAPIServer(ctx, &rest.Config{Host: srv.URL}, logr.Discard(), time.Millisecond, 5*time.Millisecond)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want the context's deadline", err)
+	}
+}
+
+func TestServeWaitingProbes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	stop := serveWaitingProbes(addr, logr.Discard())
+	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusServiceUnavailable} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s = %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	stop()
+	// The manager's own probe server can take the address.
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("address not freed: %v", err)
+	}
+	ln.Close()
 }

@@ -25,7 +25,7 @@ type Env struct {
 func (e *Env) with(ctx context.Context, fn func(*executor.Client) error) error {
 	pool := e.pc.pool
 	if pool.cfg.Mode == PerCall {
-		c, err := pool.open(ctx, e.target)
+		c, err := pool.openRetrying(ctx, e.target)
 		if err != nil {
 			return err
 		}

@@ -64,6 +64,10 @@ type harness struct {
 	procs []*os.Process
 	conns []net.Conn
 
+	// unavailable is how many of the next pod GETs are answered 503, like an
+	// API server that is restarting.
+	unavailable atomic.Int32
+
 	websocketExecs atomic.Int32
 	spdyExecs      atomic.Int32
 	podGets        atomic.Int32
@@ -178,6 +182,16 @@ func (h *harness) serveAPI(w http.ResponseWriter, r *http.Request) {
 	key := parts[3] + "/" + parts[5]
 	if len(parts) == 6 && r.Method == http.MethodGet {
 		h.podGets.Add(1)
+		if h.unavailable.Add(-1) >= 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			json.NewEncoder(w).Encode(metav1.Status{
+				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+				Status:   metav1.StatusFailure, Reason: metav1.StatusReasonServiceUnavailable, Code: 503,
+				Message: "the server is currently unable to handle the request",
+			})
+			return
+		}
 		h.mu.Lock()
 		pod := h.pods[key]
 		h.mu.Unlock()

@@ -91,6 +91,10 @@ type Config struct {
 	// DialTimeout bounds opening a stream and the handshake
 	// (default DefaultDialTimeout).
 	DialTimeout time.Duration
+	// ReconnectTimeout is how long opening a stream retries while the API
+	// server is unavailable (default DefaultReconnectTimeout; negative: no
+	// retries).
+	ReconnectTimeout time.Duration
 	// Log receives stream lifecycle events.
 	Log logr.Logger
 }
@@ -122,6 +126,9 @@ func NewPool(cfg Config) (*Pool, error) {
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.ReconnectTimeout == 0 {
+		cfg.ReconnectTimeout = DefaultReconnectTimeout
 	}
 	if cfg.Log.GetSink() == nil {
 		cfg.Log = logr.Discard()
@@ -214,7 +221,7 @@ func (pc *podConn) get(ctx context.Context) (*executor.Client, error) {
 	if c != nil && c.Err() == nil {
 		return c, nil // another caller reconnected
 	}
-	c, err := pc.pool.open(ctx, pc.target)
+	c, err := pc.pool.openRetrying(ctx, pc.target)
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +245,16 @@ func (pc *podConn) close() {
 	if c != nil {
 		c.Close()
 	}
+}
+
+// openRetrying is open, retried while the API server is unavailable for up
+// to Config.ReconnectTimeout.
+func (p *Pool) openRetrying(ctx context.Context, t Target) (*executor.Client, error) {
+	if p.cfg.ReconnectTimeout < 0 {
+		return p.open(ctx, t)
+	}
+	return retryTransient(ctx, p.cfg.ReconnectTimeout, reconnectInitialDelay, p.cfg.Log, "open exec stream to "+t.key(),
+		func(ctx context.Context) (*executor.Client, error) { return p.open(ctx, t) })
 }
 
 // open checks the pod, opens an exec stream of `sidecar serve` and performs

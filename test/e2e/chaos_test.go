@@ -4,6 +4,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -14,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
@@ -41,7 +46,7 @@ func waitForWorkspaceFile(ctx context.Context, s *agentsv1.AgentSession, name st
 
 // Faults on the real cluster: what a session does when the ground goes away under it.
 var _ = Describe("faults", Ordered, ContinueOnFailure, Label("chaos"), func() {
-	withOperator("ao-chaos", "ao-chaos")
+	op := withOperator("ao-chaos", "ao-chaos")
 
 	It("fails a session on an emptyDir with WorkspaceLost when its pod is deleted mid-command", func(ctx SpecContext) {
 		ns := f.SpecNamespace(ctx, "ao-chaos")
@@ -59,4 +64,70 @@ var _ = Describe("faults", Ordered, ContinueOnFailure, Label("chaos"), func() {
 		Expect(ready.Reason).To(Equal(agentsv1.ReasonWorkspaceLost), "condition %s: %s", ready.Reason, ready.Message)
 		Expect(final.Status.Result).NotTo(ContainSubstring("unreachable"), "the model never got past the lost command")
 	}, SpecTimeout(5*time.Minute))
+
+	It("finishes a session across an API server restart, with a gap-free journal and no step run twice", func(ctx SpecContext) {
+		root, err := framework.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		script := filepath.Join(root, "hack", "cluster.sh")
+		local, err := exec.CommandContext(ctx, script, "kubeconfig").Output()
+		Expect(err).NotTo(HaveOccurred())
+		if strings.TrimSpace(string(local)) != kubeconfig() {
+			Skip("the API server can only be restarted on the local cluster of hack/cluster.sh")
+		}
+		ns := f.SpecNamespace(ctx, "ao-chaos")
+		s := scriptedSession(ctx, ns, "apiserver", resumeScript())
+
+		running := midSession(ctx, s)
+		before, err := managerPods(ctx, op.ns, "ao-chaos")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(before).To(HaveLen(1))
+
+		// 20 s down: longer than the manager's leader-election renew deadline (10 s).
+		GinkgoWriter.Printf("stopping the API server for 20s at toolCalls=%d\n", running.Status.ToolCalls)
+		out, err := exec.CommandContext(ctx, script, "restart-apiserver", "20").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "hack/cluster.sh restart-apiserver:\n%s", out)
+
+		final := waitForOutcome(ctx, s, 4*time.Minute)
+		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
+		Expect(final.Status.Result).To(Equal("All steps done."))
+		Expect(final.Status.ToolCalls).To(BeEquivalentTo(resumeSteps))
+		after, err := managerPods(ctx, op.ns, "ao-chaos")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after).To(HaveLen(1))
+		var restarts int32
+		for _, cs := range after[0].Status.ContainerStatuses {
+			restarts += cs.RestartCount
+		}
+		GinkgoWriter.Printf("manager pod %s (was %s), container restarts %d\n", after[0].Name, before[0].Name, restarts)
+		if restarts > 0 {
+			tail := int64(40)
+			prev, err := f.Clientset.CoreV1().Pods(op.ns).GetLogs(after[0].Name, &corev1.PodLogOptions{Previous: true, TailLines: &tail}).DoRaw(ctx)
+			GinkgoWriter.Printf("previous manager container's log (err %v):\n%s\n", err, prev)
+		}
+
+		evs := completeJournal(ctx, op.plugin, final, "--operator-namespace", op.ns)
+
+		// A call cut by the outage ends with an error result the model reads; none runs twice.
+		ran := stepsRun(ctx, ns, final.Status.PodName)
+		failed := 0
+		ends := map[string]int{}
+		for _, ev := range evs {
+			if ev.Kind != loop.EventToolCallEnd {
+				continue
+			}
+			ends[ev.Data.CallID]++
+			if ev.Data.Error != "" {
+				failed++
+			}
+		}
+		Expect(ends).To(HaveLen(resumeSteps))
+		for id, n := range ends {
+			Expect(n).To(Equal(1), "TOOL_CALL_END events of %s", id)
+		}
+		for i := 1; i <= resumeSteps; i++ {
+			Expect(ran[fmt.Sprintf("step%d", i)]).To(BeNumerically("<=", 1), "step%d ran more than once", i)
+		}
+		Expect(ran).To(HaveKeyWithValue(fmt.Sprintf("step%d", resumeSteps), 1), "the last step ran after the API server came back")
+		GinkgoWriter.Printf("steps run: %v; calls ended in an error: %d\n", ran, failed)
+	}, SpecTimeout(8*time.Minute))
 })

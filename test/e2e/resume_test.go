@@ -93,6 +93,65 @@ func parseRawEvents(out string) []loop.Event {
 	return evs
 }
 
+// completeJournal reads the journal of the finished session with `kubectl agent logs --raw`
+// (extra flags say where NATS is) and checks that nothing is missing: seq 1, 2, 3, ... without
+// a gap or a duplicate, ending with the session's end, holding every event the status counted.
+func completeJournal(ctx context.Context, plugin string, final *agentsv1.AgentSession, flags ...string) []loop.Event {
+	GinkgoHelper()
+	args := append([]string{"logs", "--raw", "-n", final.Namespace}, flags...)
+	raw, err := framework.RunPlugin(ctx, plugin, kubeconfig(), append(args, final.Name)...)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(raw.ExitCode).To(Equal(0), "kubectl agent logs --raw: %s", raw.Stderr)
+	evs := parseRawEvents(raw.Stdout)
+	Expect(evs).NotTo(BeEmpty())
+	Expect(events.CheckSequence(evs)).To(Succeed())
+	Expect(evs[0].SessionID).To(Equal(string(final.UID)))
+	last := evs[len(evs)-1]
+	Expect(last.Kind).To(Equal(loop.EventSessionEnd), "the journal ends with the session's end")
+	Expect(last.Data.State).To(Equal(string(loop.StateIdle)))
+	Expect(last.Seq).To(BeNumerically(">=", final.Status.LastEventSequence), "the journal holds every event the status counted")
+	return evs
+}
+
+// midSession waits until the resumeScript session s has made a tool call and is not finished,
+// and returns it: the moment to pull something away from under it.
+func midSession(ctx context.Context, s *agentsv1.AgentSession) *agentsv1.AgentSession {
+	GinkgoHelper()
+	running := &agentsv1.AgentSession{}
+	Eventually(func(g Gomega, ctx context.Context) {
+		g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), running)).To(Succeed())
+		g.Expect(running.Status.Phase.IsFinal()).To(BeFalse(), "the session ended before the fault")
+		g.Expect(running.Status.ToolCalls).To(BeNumerically(">", 0))
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+	Expect(running.Status.ToolCalls).To(BeNumerically("<", resumeSteps), "the session is in the middle")
+	return running
+}
+
+// stepsRun counts how often each step appended its name to /workspace/steps.log in the pod.
+func stepsRun(ctx context.Context, ns, pod string) map[string]int {
+	GinkgoHelper()
+	res, err := f.Exec(ctx, framework.ExecOptions{Namespace: ns, Pod: pod, Container: "workspace",
+		Command: []string{"sh", "-c", "cat /workspace/steps.log 2>/dev/null || true"}})
+	Expect(err).NotTo(HaveOccurred())
+	ran := map[string]int{}
+	for _, line := range strings.Fields(res.Stdout) {
+		ran[line]++
+	}
+	return ran
+}
+
+// stepOfCall returns the step (1..steps) a TOOL_CALL_START runs, found by the `echo stepN `
+// in its arguments, or 0.
+func stepOfCall(ev loop.Event, steps int) int {
+	for i := 1; i <= steps; i++ {
+		// Match without shell operators: JSON may escape them (\u003e, \u0026).
+		if strings.Contains(string(ev.Data.Arguments), fmt.Sprintf("echo step%d ", i)) {
+			return i
+		}
+	}
+	return 0
+}
+
 // The manager runs every session in-process; its journal on NATS JetStream is what lets a new
 // manager continue a session after the old one died without running a tool twice.
 var _ = Describe("session resume after the manager pod is killed", Ordered, ContinueOnFailure, Label("resume"), func() {
@@ -108,13 +167,7 @@ var _ = Describe("session resume after the manager pod is killed", Ordered, Cont
 		old := pods[0]
 
 		// Kill the manager in the middle of the session: some tool calls done, more to come.
-		running := &agentsv1.AgentSession{}
-		Eventually(func(g Gomega, ctx context.Context) {
-			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), running)).To(Succeed())
-			g.Expect(running.Status.Phase.IsFinal()).To(BeFalse(), "the session ended before the manager could be killed")
-			g.Expect(running.Status.ToolCalls).To(BeNumerically(">", 0))
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
-		Expect(running.Status.ToolCalls).To(BeNumerically("<", resumeSteps), "the session is in the middle")
+		running := midSession(ctx, s)
 		GinkgoWriter.Printf("killing manager pod %s at toolCalls=%d, lastEventSequence=%d\n", old.Name, running.Status.ToolCalls, running.Status.LastEventSequence)
 		Expect(f.Clientset.CoreV1().Pods(op.ns).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})).To(Succeed())
 
@@ -136,27 +189,11 @@ var _ = Describe("session resume after the manager pod is killed", Ordered, Cont
 
 		// The journal, read with the plugin through a port-forward to the new manager's
 		// embedded NATS: seq 1, 2, 3, ... without a gap or a duplicate.
-		raw, err := framework.RunPlugin(ctx, op.plugin, kubeconfig(), "logs", "--raw", "-n", ns, "--operator-namespace", op.ns, s.Name)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(raw.ExitCode).To(Equal(0), "kubectl agent logs --raw: %s", raw.Stderr)
-		evs := parseRawEvents(raw.Stdout)
-		Expect(evs).NotTo(BeEmpty())
-		Expect(events.CheckSequence(evs)).To(Succeed())
-		Expect(evs[0].SessionID).To(Equal(string(final.UID)))
-		last := evs[len(evs)-1]
-		Expect(last.Kind).To(Equal(loop.EventSessionEnd), "the journal ends with the session's end")
-		Expect(last.Data.State).To(Equal(string(loop.StateIdle)))
-		Expect(last.Seq).To(BeNumerically(">=", final.Status.LastEventSequence), "the journal holds every event the status counted")
+		evs := completeJournal(ctx, op.plugin, final, "--operator-namespace", op.ns)
 
 		// Every TOOL_CALL_START has exactly one TOOL_CALL_END; each step ran once, or never
 		// (or once, cut off by the kill) with the interrupted error result.
-		res, err := f.Exec(ctx, framework.ExecOptions{Namespace: ns, Pod: final.Status.PodName, Container: "workspace",
-			Command: []string{"sh", "-c", "cat /workspace/steps.log 2>/dev/null || true"}})
-		Expect(err).NotTo(HaveOccurred())
-		ran := map[string]int{}
-		for _, line := range strings.Fields(res.Stdout) {
-			ran[line]++
-		}
+		ran := stepsRun(ctx, ns, final.Status.PodName)
 		stepOf := map[string]string{}
 		ends := map[string][]loop.Event{}
 		var interrupted int
@@ -164,11 +201,8 @@ var _ = Describe("session resume after the manager pod is killed", Ordered, Cont
 			switch ev.Kind {
 			case loop.EventToolCallStart:
 				Expect(stepOf).NotTo(HaveKey(ev.Data.CallID), "call %s started twice", ev.Data.CallID)
-				for i := 1; i <= resumeSteps; i++ {
-					// Match without shell operators: JSON may escape them (\u003e).
-					if strings.Contains(string(ev.Data.Arguments), fmt.Sprintf("echo step%d ", i)) {
-						stepOf[ev.Data.CallID] = fmt.Sprintf("step%d", i)
-					}
+				if i := stepOfCall(ev, resumeSteps); i > 0 {
+					stepOf[ev.Data.CallID] = fmt.Sprintf("step%d", i)
 				}
 			case loop.EventToolCallEnd:
 				ends[ev.Data.CallID] = append(ends[ev.Data.CallID], ev)
