@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"math/rand/v2"
 	"time"
@@ -140,7 +141,7 @@ func (r *retryClient) Complete(ctx context.Context, req *Request) (*Response, er
 		}
 		d, ok := r.policy.wait(attempt, err, start)
 		if !ok {
-			return nil, err
+			return nil, afterAttempts(attempt, err)
 		}
 		if r.policy.OnRetry != nil {
 			r.policy.OnRetry(attempt, err, d)
@@ -176,7 +177,7 @@ func (r *retryClient) Stream(ctx context.Context, req *Request) iter.Seq2[Stream
 			}
 			d, ok := r.policy.wait(attempt, failure, start)
 			if delivered || !ok {
-				yield(StreamEvent{}, failure)
+				yield(StreamEvent{}, afterAttempts(attempt, failure))
 				return
 			}
 			if r.policy.OnRetry != nil {
@@ -188,6 +189,17 @@ func (r *retryClient) Stream(ctx context.Context, req *Request) iter.Seq2[Stream
 			}
 		}
 	}
+}
+
+// afterAttempts returns the error that ended a call, prefixed with the number
+// of attempts when there was more than one, so that whoever shows it (a
+// session's status) also says the call was retried. errors.As still finds
+// the *Error.
+func afterAttempts(attempts int, err error) error {
+	if attempts <= 1 {
+		return err
+	}
+	return fmt.Errorf("after %d attempts: %w", attempts, err)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -62,10 +62,10 @@ func fastPolicy() RetryPolicy {
 }
 
 func TestRetryDecisions(t *testing.T) {
-	rate := &Error{Kind: KindRateLimit}
-	server := &Error{Kind: KindServer}
+	rate := &Error{Kind: KindRateLimit, Provider: "p", StatusCode: 429}
+	server := &Error{Kind: KindServer, Provider: "p", StatusCode: 500}
 	network := &Error{Kind: KindNetwork}
-	auth := &Error{Kind: KindAuthentication}
+	auth := &Error{Kind: KindAuthentication, Provider: "p", StatusCode: 401}
 	invalid := &Error{Kind: KindInvalidRequest}
 	ctxLen := &Error{Kind: KindContextLength}
 	tests := []struct {
@@ -73,16 +73,21 @@ func TestRetryDecisions(t *testing.T) {
 		errs         []error
 		wantAttempts int
 		wantErr      error
+		// wantMsg is the whole message of the returned error, when set.
+		wantMsg string
 	}{
-		{"success at once", nil, 1, nil},
-		{"rate limit then success", []error{rate, rate}, 3, nil},
-		{"server then success", []error{server}, 2, nil},
-		{"network then success", []error{network}, 2, nil},
-		{"gives up after max attempts", []error{server, server, server, server, server}, 4, server},
-		{"authentication is never retried", []error{auth}, 1, auth},
-		{"invalid request is never retried", []error{invalid}, 1, invalid},
-		{"context length is never retried", []error{ctxLen}, 1, ctxLen},
-		{"plain errors are not retried", []error{errors.New("boom")}, 1, nil},
+		{"success at once", nil, 1, nil, ""},
+		{"rate limit then success", []error{rate, rate}, 3, nil, ""},
+		{"server then success", []error{server}, 2, nil, ""},
+		{"network then success", []error{network}, 2, nil, ""},
+		{"gives up after max attempts, saying how many", []error{server, server, server, server, server}, 4, server,
+			"after 4 attempts: p: server error (HTTP 500)"},
+		{"a non-retryable error after a retry says how many attempts", []error{rate, auth}, 2, auth,
+			"after 2 attempts: p: authentication error (HTTP 401)"},
+		{"authentication is never retried", []error{auth}, 1, auth, "p: authentication error (HTTP 401)"},
+		{"invalid request is never retried", []error{invalid}, 1, invalid, ""},
+		{"context length is never retried", []error{ctxLen}, 1, ctxLen, ""},
+		{"plain errors are not retried", []error{errors.New("boom")}, 1, nil, "boom"},
 	}
 	for _, tt := range tests {
 		for _, stream := range []bool{false, true} {
@@ -108,6 +113,9 @@ func TestRetryDecisions(t *testing.T) {
 				}
 				if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				if tt.wantMsg != "" && (err == nil || err.Error() != tt.wantMsg) {
+					t.Fatalf("err = %v, want the message %q", err, tt.wantMsg)
 				}
 				if tt.wantErr == nil && len(tt.errs) < tt.wantAttempts && err != nil {
 					t.Fatalf("unexpected error %v", err)

@@ -96,11 +96,7 @@ func TestSessionPausesWhileNATSIsDownAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = r.Shutdown(sctx)
-	})
+	shutdownAtCleanup(t, r)
 	obj := &agentsv1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "outage", UID: "uid-outage"},
 		Spec: agentsv1.AgentSessionSpec{
@@ -211,4 +207,13 @@ func waitProgress(t *testing.T, r *Runner, uid types.UID, what string, cond func
 		t.Fatalf("waiting until %s: %v (progress %+v)", what, err, p)
 	}
 	return p
+}
+
+// shutdownAtCleanup shuts r down when the test ends.
+func shutdownAtCleanup(t *testing.T, r *Runner) {
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = r.Shutdown(sctx)
+	})
 }

@@ -48,6 +48,10 @@ type session struct {
 	failMessage   string
 	lastNotify    time.Time
 	notifyPending bool
+	// redactor removes the session's API key from the texts progress keeps
+	// (result, error), as the journal does from events; nil until the key
+	// is known, and when there is none.
+	redactor *events.Redactor
 }
 
 func newSession(r *Runner, obj *agentsv1.AgentSession, pod string) *session {
@@ -118,6 +122,9 @@ func (s *session) fail(reason, msg string) {
 	s.mu.Lock()
 	if s.mode == stopNone {
 		s.mode = stopFail
+		if s.redactor != nil {
+			msg = s.redactor.String(msg)
+		}
 		s.failReason, s.failMessage = reason, msg
 		s.prog.Phase, s.prog.Reason, s.prog.Error = agentsv1.PhaseFailed, reason, msg
 	}
@@ -241,6 +248,9 @@ func (s *session) openJournal(ctx context.Context, apiKey string) (*events.Journ
 	opts := events.JournalOptions{OnStateChange: s.journalState}
 	if apiKey != "" {
 		opts.Redactor = events.NewRedactor(apiKey)
+		s.mu.Lock()
+		s.redactor = opts.Redactor
+		s.mu.Unlock()
 	}
 	if p := s.obj.Spec.ParentRef; p != nil {
 		opts.Parent = &events.SessionRef{Namespace: s.obj.Namespace, Name: p.Name, UID: p.UID}
@@ -324,7 +334,7 @@ func (s *session) consume(evs <-chan loop.Event, done chan<- struct{}) {
 			continue // not journaled: status must not run ahead of the journal
 		}
 		before := s.prog.Phase
-		applyEvent(&s.prog, ev)
+		applyEvent(&s.prog, redactEvent(s.redactor, ev))
 		changed := s.prog.Phase != before
 		over := budget > 0 && s.prog.Usage.Total() > budget
 		s.mu.Unlock()
@@ -334,6 +344,18 @@ func (s *session) consume(evs <-chan loop.Event, done chan<- struct{}) {
 		}
 		s.notify(changed)
 	}
+}
+
+// redactEvent removes r's secrets from the texts of ev that progress keeps.
+// Live events reach the runner before the journal redacts its copy; the
+// status must not show what the journal hides.
+func redactEvent(r *events.Redactor, ev loop.Event) loop.Event {
+	if r == nil {
+		return ev
+	}
+	ev.Data.Text = r.String(ev.Data.Text)
+	ev.Data.Error = r.String(ev.Data.Error)
+	return ev
 }
 
 // drive submits the prompt and the messages, one input at a time, until the

@@ -9,20 +9,29 @@
 //
 // Point an adapter at http://host:8080/anthropic (Anthropic, Gemini) or
 // http://host:8080/openai-responses/v1 (the OpenAI protocols include /v1).
+//
+// GET /requests lists every model request answered so far, in order, as JSON
+// (method, path, headers and the HTTP status sent, 0 for a dropped
+// connection), so a test can count retries; each request is also logged as
+// one line (method, path, status; never headers or bodies).
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -83,6 +92,8 @@ func buildMux(scriptPath, protocol string) (*http.ServeMux, []string, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	reqs := &requestLog{}
+	mux.Handle("GET /requests", reqs)
 	var routes []string
 	names := make([]string, 0, len(scripts))
 	for n := range scripts {
@@ -98,7 +109,7 @@ func buildMux(scriptPath, protocol string) (*http.ServeMux, []string, error) {
 			if protocol == "all" {
 				prefix += string(p) + "/"
 			}
-			mux.Handle(prefix, llmtest.NewHandler(p, scripts[name]))
+			mux.Handle(prefix, reqs.record(llmtest.NewHandler(p, scripts[name])))
 			routes = append(routes, fmt.Sprintf("%-17s %s (base URL %s)", p, prefix, llmtest.BaseURL(p, "http://HOST"+strings.TrimSuffix(prefix, "/"))))
 		}
 	}
@@ -167,4 +178,83 @@ func loadScript(path string) (*scripted.Script, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
+}
+
+// Request is one model request as GET /requests reports it.
+type Request struct {
+	Method string      `json:"method"`
+	Path   string      `json:"path"`
+	Header http.Header `json:"header"`
+	// Status is the HTTP status sent, 0 when the connection was dropped
+	// without a response (a scripted network error).
+	Status int `json:"status"`
+}
+
+// requestLog records the requests of the script handlers and serves them.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []Request
+}
+
+// record wraps h so that each request it answers is logged and recorded.
+func (l *requestLog) record(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			log.Printf("%s %s -> %d", r.Method, r.URL.Path, sw.status)
+			l.mu.Lock()
+			l.reqs = append(l.reqs, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Status: sw.status})
+			l.mu.Unlock()
+		}()
+		h.ServeHTTP(sw, r)
+	})
+}
+
+// ServeHTTP answers GET /requests.
+func (l *requestLog) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	l.mu.Lock()
+	reqs := append([]Request{}, l.reqs...)
+	l.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(reqs); err != nil {
+		log.Printf("write /requests: %v", err)
+	}
+}
+
+// statusWriter remembers the status written through it. It passes Flush and
+// Hijack on, which the llmtest handlers use for streams and dropped
+// connections.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Hijack implements http.Hijacker.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("hijack: the response writer does not support it")
+	}
+	return hj.Hijack()
 }
