@@ -55,9 +55,10 @@ type spec struct {
 	binaries  []binary // the first one is the entrypoint
 	required  []string // packages that must exist, or the image is skipped
 	user      string
-	caCerts   bool // add the host's CA bundle (for TLS clients such as LLM SDKs)
-	workspace bool // root filesystem from -workspace-rootfs instead of binaries
-	busybox   bool // a busybox userland from -busybox instead of binaries
+	caCerts   bool     // add the host's CA bundle (for TLS clients such as LLM SDKs)
+	workspace bool     // root filesystem from -workspace-rootfs instead of binaries
+	busybox   bool     // a busybox userland from -busybox instead of binaries
+	cmd       []string // default arguments of the entrypoint (the image's Cmd)
 }
 
 var specs = []spec{
@@ -90,6 +91,16 @@ var specs = []spec{
 		name:     "pause",
 		binaries: []binary{{pkg: "./hack/pause", path: "/pause"}},
 		required: []string{"./hack/pause"},
+	},
+	// A NATS server with JetStream, built from the nats-server module pinned in go.mod, for
+	// the e2e specs that run the operator with nats.mode=external (and restart the server).
+	// The store is /data (mount a volume there); 8222 serves /healthz for probes.
+	{
+		name:     "nats",
+		binaries: []binary{{pkg: "github.com/nats-io/nats-server/v2", path: "/nats-server"}},
+		required: []string{"github.com/nats-io/nats-server/v2"},
+		user:     nonRoot,
+		cmd:      []string{"--jetstream", "--store_dir=/data", "--http_port=8222"},
 	},
 }
 
@@ -209,6 +220,7 @@ func build(ctx context.Context, o options, s spec, binDir string) (v1.Image, str
 	}
 	cfg := v1.Config{
 		Entrypoint: []string{s.binaries[0].path},
+		Cmd:        s.cmd,
 		User:       s.user,
 		Env:        []string{"PATH=/"},
 		WorkingDir: "/",
@@ -218,9 +230,13 @@ func build(ctx context.Context, o options, s spec, binDir string) (v1.Image, str
 }
 
 // missingMain explains why pkg cannot be built as a command, or returns "".
+// pkg is a directory of this repository (./cmd/manager) or the import path of a
+// main package in a module required by go.mod (built at the version pinned there).
 func missingMain(ctx context.Context, pkg string) string {
-	if _, err := os.Stat(pkg); errors.Is(err, fs.ErrNotExist) {
-		return pkg + " does not exist yet"
+	if strings.HasPrefix(pkg, "./") {
+		if _, err := os.Stat(pkg); errors.Is(err, fs.ErrNotExist) {
+			return pkg + " does not exist yet"
+		}
 	}
 	out, err := exec.CommandContext(ctx, "go", "list", "-f", "{{.Name}}", pkg).CombinedOutput()
 	if err != nil {

@@ -14,6 +14,9 @@ var (
 	ManagerImage   = imageFromEnv("E2E_MANAGER_IMAGE", "agent-operator/manager:dev")
 	ExecutorImage  = imageFromEnv("E2E_EXECUTOR_IMAGE", "agent-operator/executor:dev")
 	LLMServerImage = imageFromEnv("E2E_LLMSERVER_IMAGE", "agent-operator/llmserver:dev")
+	// NATSImage is a NATS server with JetStream (nats-server at the version pinned in go.mod)
+	// for the specs that run the operator with nats.mode=external.
+	NATSImage = imageFromEnv("E2E_NATS_IMAGE", "agent-operator/nats:dev")
 )
 
 // ImagePullPolicy for the project's images: they are imported into the node, not pulled.
