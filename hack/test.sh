@@ -91,6 +91,8 @@ phase vet vet || true
 phase fmt fmt || true
 phase chart chart || true
 phase unit unit || true
+# Every fuzz target for a bounded time (issue 10: zero crashes in CI); `make fuzz FUZZTIME=2m` for longer.
+phase fuzz fuzz FUZZTIME="${FUZZTIME:-10s}" || true
 
 if [ -n "$EXTERNAL" ]; then
 	skip cluster-up "KUBECONFIG=${EXTERNAL}"
