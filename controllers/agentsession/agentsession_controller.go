@@ -272,11 +272,11 @@ func (r *Reconciler) stopRunner(uid types.UID, stop func(types.UID)) ctrl.Result
 func (r *Reconciler) workspaceLost(ctx context.Context, s *agentsv1.AgentSession, pod *corev1.Pod, obs observation) (observation, ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	if s.Spec.Workspace.Volume.PersistentVolumeClaim == nil || sharedWorkspace(s) {
-		obs.lost, obs.lostReason = true, agentsv1.ReasonWorkspaceLost
+		obs.lost = agentsv1.ReasonWorkspaceLost
 		if limit, ok := oomKilled(pod); ok {
-			obs.lostReason, obs.memoryLimit = agentsv1.ReasonWorkspaceOOMKilled, limit
+			obs.lost, obs.memoryLimit = agentsv1.ReasonWorkspaceOOMKilled, limit
 		}
-		log.Info("Workspace pod lost; failing the session", "pod", klog.KRef(s.Namespace, podName(s)), "reason", obs.lostReason)
+		log.Info("Workspace pod lost; failing the session", "pod", klog.KRef(s.Namespace, podName(s)), "reason", obs.lost)
 		r.Runner.Abort(s.UID)
 		return obs, ctrl.Result{}, nil
 	}

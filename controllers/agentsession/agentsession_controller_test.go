@@ -102,6 +102,17 @@ func markPodReady(t *testing.T, pod *corev1.Pod) {
 	}
 }
 
+// succeededSession runs a scripted session in a new namespace to Succeeded
+// with its workspace pod marked Ready, and returns both.
+func succeededSession(t *testing.T) (*agentsv1.AgentSession, *corev1.Pod) {
+	t.Helper()
+	s := scriptedSession(t, newNamespace(t))
+	pod := getPod(t, s)
+	markPodReady(t, pod)
+	waitPhase(t, s, agentsv1.PhaseSucceeded, nil)
+	return s, pod
+}
+
 func waitPhase(t *testing.T, s *agentsv1.AgentSession, want agentsv1.Phase, check func(*agentsv1.AgentSession) error) *agentsv1.AgentSession {
 	t.Helper()
 	got := &agentsv1.AgentSession{}
@@ -233,11 +244,7 @@ func TestScriptedSessionSucceedsAndDeliversMessagesOnce(t *testing.T) {
 }
 
 func TestDeletingASessionStopsItAndDeletesThePod(t *testing.T) {
-	ns := newNamespace(t)
-	s := scriptedSession(t, ns)
-	pod := getPod(t, s)
-	markPodReady(t, pod)
-	waitPhase(t, s, agentsv1.PhaseSucceeded, nil)
+	s, pod := succeededSession(t)
 
 	if err := testClient.Delete(t.Context(), s); err != nil {
 		t.Fatalf("delete: %v", err)
@@ -261,11 +268,7 @@ func TestDeletingASessionStopsItAndDeletesThePod(t *testing.T) {
 }
 
 func TestLostEmptyDirWorkspaceFailsTheSession(t *testing.T) {
-	ns := newNamespace(t)
-	s := scriptedSession(t, ns)
-	pod := getPod(t, s)
-	markPodReady(t, pod)
-	waitPhase(t, s, agentsv1.PhaseSucceeded, nil)
+	s, pod := succeededSession(t)
 
 	if err := testClient.Delete(t.Context(), pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatalf("delete pod: %v", err)
@@ -278,11 +281,7 @@ func TestLostEmptyDirWorkspaceFailsTheSession(t *testing.T) {
 }
 
 func TestOOMKilledWorkspaceFailsTheSessionSayingSo(t *testing.T) {
-	ns := newNamespace(t)
-	s := scriptedSession(t, ns)
-	pod := getPod(t, s)
-	markPodReady(t, pod)
-	waitPhase(t, s, agentsv1.PhaseSucceeded, nil)
+	s, pod := succeededSession(t)
 
 	// What the kubelet reports when the kernel kills the whole container (cgroup v2).
 	pod.Status.Phase = corev1.PodFailed

@@ -16,11 +16,10 @@ import (
 type observation struct {
 	// pod is the workspace pod, nil when there is none.
 	pod *corev1.Pod
-	// lost is set when a pod the session was using is gone and cannot be replaced.
-	lost bool
-	// lostReason is the reason of a loss: ReasonWorkspaceLost, or
-	// ReasonWorkspaceOOMKilled when the kernel killed the workspace container.
-	lostReason string
+	// lost is set when a pod the session was using is gone and cannot be
+	// replaced, to the reason: ReasonWorkspaceLost, or ReasonWorkspaceOOMKilled
+	// when the kernel killed the workspace container. Empty otherwise.
+	lost string
 	// memoryLimit is the workspace container's memory limit, for the OOM message.
 	memoryLimit string
 	// recreated is set when a lost pod on a PVC is being replaced.
@@ -64,7 +63,7 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 	}
 	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1.ConditionWorkspaceReady); c != nil &&
 		(c.Reason == agentsv1.ReasonWorkspaceLost || c.Reason == agentsv1.ReasonWorkspaceOOMKilled) && s.Status.Phase.IsFinal() {
-		obs.lost, obs.lostReason = true, c.Reason // keep saying why the session failed
+		obs.lost = c.Reason // keep saying why the session failed
 	}
 
 	phase, reason, msg := decidePhase(s, obs)
@@ -130,11 +129,11 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 	}
 	p := obs.progress
 	switch {
-	case obs.lost && obs.lostReason == agentsv1.ReasonWorkspaceOOMKilled:
+	case obs.lost == agentsv1.ReasonWorkspaceOOMKilled:
 		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceOOMKilled,
 			"the workspace container exceeded its memory limit (" + obs.memoryLimit + ") and was killed with everything " +
 				"running in it, its emptyDir with it; raise spec.workspace.resources.limits.memory"
-	case obs.lost:
+	case obs.lost != "":
 		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceLost,
 			"the workspace pod is gone and its emptyDir with it; use a persistentVolumeClaim volume to survive pod loss"
 	case p != nil && (p.Phase == agentsv1.PhaseFailed || p.Phase == agentsv1.PhaseAborted):
@@ -169,9 +168,9 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 func workspaceCondition(obs observation) metav1.Condition {
 	c := metav1.Condition{Type: agentsv1.ConditionWorkspaceReady, Status: metav1.ConditionFalse}
 	switch {
-	case obs.lost && obs.lostReason == agentsv1.ReasonWorkspaceOOMKilled:
+	case obs.lost == agentsv1.ReasonWorkspaceOOMKilled:
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceOOMKilled, "the workspace container was killed for exceeding its memory limit"
-	case obs.lost:
+	case obs.lost != "":
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceLost, "the workspace pod is gone"
 	case obs.released:
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceReleased, "the workspace pod was deleted"

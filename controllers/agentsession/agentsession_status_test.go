@@ -53,10 +53,10 @@ func TestComputeStatus(t *testing.T) {
 		{"token budget", running, false, observation{pod: readyPod(), progress: &runner.Progress{
 			Phase: agentsv1.PhaseFailed, Reason: agentsv1.ReasonTokenBudgetExceeded, Error: "token budget of 10 exceeded"}},
 			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonPodReady, metav1.ConditionTrue, agentsv1.ReasonTokenBudgetExceeded},
-		{"emptyDir pod lost wins over the runner's abort", running, false, observation{lost: true, progress: &runner.Progress{
+		{"emptyDir pod lost wins over the runner's abort", running, false, observation{lost: agentsv1.ReasonWorkspaceLost, progress: &runner.Progress{
 			Phase: agentsv1.PhaseAborted, Reason: agentsv1.ReasonAborted}},
 			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceLost, metav1.ConditionTrue, agentsv1.ReasonWorkspaceLost},
-		{"workspace container OOM-killed", running, false, observation{lost: true, lostReason: agentsv1.ReasonWorkspaceOOMKilled, memoryLimit: "256Mi"},
+		{"workspace container OOM-killed", running, false, observation{lost: agentsv1.ReasonWorkspaceOOMKilled, memoryLimit: "256Mi"},
 			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceOOMKilled, metav1.ConditionTrue, agentsv1.ReasonWorkspaceOOMKilled},
 		{"failed by OOM kill keeps saying so", agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseFailed, Conditions: []metav1.Condition{
 			{Type: agentsv1.ConditionCompleted, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonWorkspaceOOMKilled},

@@ -10,9 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
@@ -33,11 +31,7 @@ var _ = Describe("kubectl agent plugin against the installed operator", Ordered,
 			Data:       map[string]string{"script.yaml": script},
 		}
 		Expect(f.Client.Create(ctx, cm)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) {
-			s := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-			Expect(client.IgnoreNotFound(f.Client.Delete(ctx, s))).To(Succeed())
-			Expect(f.WaitForGone(ctx, s, 2*time.Minute)).To(Succeed())
-		}, NodeTimeout(3*time.Minute))
+		deleteSessionAtCleanup(ns, name)
 		all := append([]string{"run", "-n", ns, "--operator-namespace", op.ns, "--name", name,
 			"--provider", "scripted", "--model", "demo", "--script-configmap", cm.Name + "/script.yaml",
 			"--max-turns", "10", "--timeout", "3m"}, args...)

@@ -168,10 +168,7 @@ func llmSession(ctx context.Context, ns, name, root, apiKey, prompt string) *age
 		},
 	}
 	Expect(f.Client.Create(ctx, s)).To(Succeed())
-	DeferCleanup(func(ctx context.Context) {
-		Expect(client.IgnoreNotFound(f.Client.Delete(ctx, s))).To(Succeed())
-		Expect(f.WaitForGone(ctx, &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, 2*time.Minute)).To(Succeed())
-	}, NodeTimeout(3*time.Minute))
+	deleteSessionAtCleanup(ns, name)
 	return s
 }
 

@@ -245,9 +245,9 @@ var _ = Describe("load: many concurrent scripted sessions", Ordered, Label("load
 		Expect(tw.Flush()).To(Succeed())
 		GinkgoWriter.Printf("\n%s (manager pod %s, no restarts)\n%s\n", what, manager.Name, table.String())
 
-		// Loose sanity bounds only: a reconcile that takes seconds is a stalled manager.
+		// Latencies are reported above, never asserted (they depend on the machine's load);
+		// responsiveness is asserted by the probe session above reaching Succeeded under load.
 		Expect(reconcile.count).To(BeNumerically(">=", n), "every session was reconciled")
-		Expect(reconcile.quantile(0.99)).To(BeNumerically("<=", 5), "p99 reconcile time (bucket bound, seconds)")
 
 		start = time.Now()
 		Expect(deleteAllSessions(ctx, ns)).To(Succeed())
@@ -340,20 +340,6 @@ func probeSession(ctx context.Context, s *agentsv1.AgentSession) probeResult {
 		r.err = fmt.Errorf("probe session %s: %w", s.Name, r.err)
 	}
 	return r
-}
-
-// deleteAllSessions deletes the sessions of ns and waits until their finalizers have run.
-func deleteAllSessions(ctx context.Context, ns string) error {
-	if err := f.Client.DeleteAllOf(ctx, &agentsv1.AgentSession{}, client.InNamespace(ns)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete sessions in %s: %w", ns, err)
-	}
-	return f.WaitFor(ctx, 8*time.Minute, "sessions in "+ns+" to be deleted", func(ctx context.Context) (bool, error) {
-		var l agentsv1.AgentSessionList
-		if err := f.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
-			return false, err
-		}
-		return len(l.Items) == 0, nil
-	})
 }
 
 // managerPeaks are the largest values sampleManager saw.

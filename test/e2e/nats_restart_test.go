@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -51,22 +50,8 @@ const (
 	natsKilledStep   = 2
 )
 
-// natsRestartScript runs natsRestartSteps shell steps, one per turn. Each touches started<i>
-// (so the spec knows the command runs), sleeps 3s (so NATS can go away under it), appends its
-// name to steps.log (so the spec can count how often each ran) and prints "finished step<i>".
-func natsRestartScript() string {
-	var b strings.Builder
-	b.WriteString("turns:\n")
-	for i := 1; i <= natsRestartSteps; i++ {
-		fmt.Fprintf(&b, `  - text: "Step %d."
-    toolCalls:
-      - name: shell
-        arguments: {command: "touch started%d && sleep 3 && echo step%d >> steps.log && echo finished step%d"}
-`, i, i, i, i)
-	}
-	b.WriteString("  - text: \"All steps done.\"\n")
-	return b.String()
-}
+// natsRestartScript runs natsRestartSteps steps of 3 s each (stepsScript).
+func natsRestartScript() string { return stepsScript(natsRestartSteps, 3) }
 
 // natsServerPod is the NATS server: JetStream with its store on the natsClaim PVC, so the
 // streams survive the pod, and ready once /healthz says JetStream is up.

@@ -156,15 +156,33 @@ func scriptedSession(ctx context.Context, ns, name, script string, mutate ...fun
 		m(s)
 	}
 	Expect(f.Client.Create(ctx, s)).To(Succeed())
-	// Delete the session while the operator still runs: its finalizer would otherwise keep
-	// the spec's namespace Terminating after AfterAll uninstalled the operator.
-	DeferCleanup(func(ctx context.Context) {
-		if err := f.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
-			Fail(fmt.Sprintf("delete session %s/%s: %v", s.Namespace, s.Name, err))
-		}
-		Expect(f.WaitForGone(ctx, &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}, 2*time.Minute)).To(Succeed())
-	}, NodeTimeout(3*time.Minute))
+	deleteSessionAtCleanup(ns, name)
 	return s
+}
+
+// deleteSessionAtCleanup registers the deletion of session ns/name, waiting until its
+// finalizer is done. Cleanups run before AfterAll uninstalls the operator; a finalizer left
+// for after that would keep the spec's namespace Terminating.
+func deleteSessionAtCleanup(ns, name string) {
+	DeferCleanup(func(ctx context.Context) {
+		s := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		Expect(client.IgnoreNotFound(f.Client.Delete(ctx, s))).To(Succeed(), "delete session %s/%s", ns, name)
+		Expect(f.WaitForGone(ctx, s, 2*time.Minute)).To(Succeed())
+	}, NodeTimeout(3*time.Minute))
+}
+
+// deleteAllSessions deletes every session of ns and waits until their finalizers are done.
+func deleteAllSessions(ctx context.Context, ns string) error {
+	if err := f.Client.DeleteAllOf(ctx, &agentsv1.AgentSession{}, client.InNamespace(ns)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete sessions in %s: %w", ns, err)
+	}
+	return f.WaitFor(ctx, 8*time.Minute, "sessions in "+ns+" to be deleted", func(ctx context.Context) (bool, error) {
+		var l agentsv1.AgentSessionList
+		if err := f.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		return len(l.Items) == 0, nil
+	})
 }
 
 // waitForFinalPhase polls the session until it reaches Succeeded, Failed or Aborted, and

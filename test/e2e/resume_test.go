@@ -30,18 +30,23 @@ const resumeRelease = "ao-resume"
 // resumeSteps is the number of shell steps of resumeScript.
 const resumeSteps = 6
 
-// resumeScript runs resumeSteps shell steps, one per turn, each sleeping 2s (so the manager
-// can be killed while the session runs) and appending its name to steps.log in the workspace
-// (so the spec can count how often each ran).
-func resumeScript() string {
+// resumeScript is the script of the manager-kill and API-server specs: resumeSteps steps of
+// 2 s each.
+func resumeScript() string { return stepsScript(resumeSteps, 2) }
+
+// stepsScript runs n shell steps, one per turn. Step i touches started<i> (so a spec knows the
+// command runs), sleeps the given seconds (so something can go away under it), appends its
+// name to steps.log (so a spec can count how often each ran, see stepsRun) and prints
+// "finished step<i>"; the last turn says "All steps done.".
+func stepsScript(n, sleepSeconds int) string {
 	var b strings.Builder
 	b.WriteString("turns:\n")
-	for i := 1; i <= resumeSteps; i++ {
+	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&b, `  - text: "Step %d."
     toolCalls:
       - name: shell
-        arguments: {command: "sleep 2 && echo step%d >> steps.log && echo finished step%d"}
-`, i, i, i)
+        arguments: {command: "touch started%d && sleep %d && echo step%d >> steps.log && echo finished step%d"}
+`, i, i, sleepSeconds, i, i)
 	}
 	b.WriteString("  - text: \"All steps done.\"\n")
 	return b.String()

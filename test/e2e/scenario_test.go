@@ -97,10 +97,7 @@ spec:
 		Expect(err).NotTo(HaveOccurred())
 		GinkgoWriter.Print(out)
 		s := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-		DeferCleanup(func(ctx context.Context) {
-			Expect(client.IgnoreNotFound(f.Client.Delete(ctx, s))).To(Succeed())
-			Expect(f.WaitForGone(ctx, s, 2*time.Minute)).To(Succeed())
-		}, NodeTimeout(3*time.Minute))
+		deleteSessionAtCleanup(ns, name)
 
 		// The blocking command is running: steer by appending a message, as a user would.
 		waitForWorkspaceFile(ctx, s, "waiting")

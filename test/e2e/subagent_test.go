@@ -88,13 +88,8 @@ func runFanOut(ctx context.Context, ns string, n, calls int, timeout time.Durati
 	// Delete every session while the operator still runs: their finalizers would
 	// otherwise keep the namespace Terminating once the operator is uninstalled.
 	DeferCleanup(func(ctx context.Context) {
-		Expect(client.IgnoreNotFound(f.Client.DeleteAllOf(ctx, &agentsv1.AgentSession{}, client.InNamespace(ns)))).To(Succeed())
-		Eventually(func(ctx context.Context) ([]agentsv1.AgentSession, error) {
-			var l agentsv1.AgentSessionList
-			err := f.Client.List(ctx, &l, client.InNamespace(ns))
-			return l.Items, err
-		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(BeEmpty())
-	}, NodeTimeout(6*time.Minute))
+		Expect(deleteAllSessions(ctx, ns)).To(Succeed())
+	}, NodeTimeout(10*time.Minute))
 
 	before, err := apiRequests(ctx)
 	Expect(err).NotTo(HaveOccurred())
