@@ -41,7 +41,7 @@ E2E_FLAGS ?= -count=1 -timeout 60m -v -ginkgo.v -ginkgo.no-color -ginkgo.label-f
 ##@ Aggregates
 
 .PHONY: test
-test: ## CI entry point: verify-gen, vet, fmt, chart, unit, fuzz (10s each), cluster-up, images, e2e, cluster-down (always); prints phase times.
+test: ## CI entry point: verify-gen, vet, fmt, chart, unit, fuzz (300000 inputs each), cluster-up, images, e2e, cluster-down (always); prints phase times.
 	@hack/test.sh
 
 .PHONY: demo
