@@ -13,5 +13,10 @@
 // serve logs only to stderr. idle sleeps until SIGTERM or SIGINT (exit 0)
 // and reaps zombie children, so it can be a container's PID 1. copy-to
 // copies the running binary to DIR/executor-sidecar (for an init container
-// filling an emptyDir, so any workspace image can run it).
+// filling an emptyDir, so any workspace image can run it) with mode 0111.
+//
+// serve and idle first make themselves non-dumpable, so the commands they
+// run (the same uid) can neither open their /proc/PID/fd/* nor read their
+// memory; with the 0111 install the kernel already starts them that way.
+// See docs/security.md ("Control-stream integrity").
 package main

@@ -25,6 +25,14 @@ var version = "dev"
 // BinaryName is the file name copy-to installs.
 const BinaryName = "executor-sidecar"
 
+// installMode is the mode copy-to gives the installed binary: executable but
+// readable by no one. The kernel makes a process started from a binary its
+// user cannot read non-dumpable from its first instruction, so the
+// workload (same uid, on a read-only mount it cannot chmod) can never open
+// the sidecar's /proc/PID/fd/* or read its memory, not even in the moment
+// before serve calls executor.ProtectProcess.
+const installMode = 0o111
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
@@ -38,9 +46,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "serve":
-		err = serve(args[1:], stdin, stdout, log)
+		err = protect()
+		if err == nil {
+			err = serve(args[1:], stdin, stdout, log)
+		}
 	case "idle":
-		err = idle()
+		err = protect()
+		if err == nil {
+			err = idle()
+		}
 	case "copy-to":
 		if len(args) != 2 {
 			usage(stderr)
@@ -70,6 +84,16 @@ func usage(w io.Writer) {
   executor-sidecar copy-to DIR
   executor-sidecar version
 `)
+}
+
+// protect makes this process non-dumpable before it touches the control
+// stream: commands it starts (same uid) cannot open its descriptors, read
+// its memory (the stream key) or ptrace it.
+func protect() error {
+	if err := executor.ProtectProcess(); err != nil {
+		return fmt.Errorf("refusing to run unprotected: %w", err)
+	}
+	return nil
 }
 
 func serve(args []string, stdin io.Reader, stdout io.Writer, log logr.Logger) error {
@@ -147,7 +171,7 @@ func copyTo(dir string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o755)
+		err = os.Chmod(tmp.Name(), installMode)
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), filepath.Join(dir, BinaryName))

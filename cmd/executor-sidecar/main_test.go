@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 
 func TestVersionAndUsage(t *testing.T) {
 	out, err := exec.Command(binary, "version").Output()
-	if err != nil || !strings.HasPrefix(string(out), "executor-sidecar dev (protocol 1") {
+	if err != nil || !strings.HasPrefix(string(out), fmt.Sprintf("executor-sidecar dev (protocol %d", executor.Version)) {
 		t.Errorf("version = %q, %v", out, err)
 	}
 	err = exec.Command(binary, "bogus").Run()
@@ -50,8 +50,11 @@ func TestCopyTo(t *testing.T) {
 	}
 	installed := filepath.Join(dir, BinaryName)
 	st, err := os.Stat(installed)
-	if err != nil || st.Mode().Perm() != 0o755 {
-		t.Fatalf("installed binary: %v, %v", st, err)
+	if err != nil || st.Mode().Perm() != 0o111 {
+		t.Fatalf("installed binary: %v, %v; want mode 0111 (executable, readable by no one)", st, err)
+	}
+	if err := os.Chmod(installed, 0o500); err != nil { // to compare it
+		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(binary)
 	b, _ := os.ReadFile(installed)
@@ -59,7 +62,7 @@ func TestCopyTo(t *testing.T) {
 		t.Error("installed binary differs from the original")
 	}
 	out, err := exec.Command(installed, "version").Output()
-	if err != nil || !strings.Contains(string(out), "protocol 1") {
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("protocol %d", executor.Version)) {
 		t.Errorf("installed binary version = %q, %v", out, err)
 	}
 }

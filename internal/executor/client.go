@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,12 @@ var ErrStreamClosed = errors.New("executor stream closed")
 // final answer (an exec's partial output arrives after the 2 s kill grace).
 const DefaultCancelWait = 5 * time.Second
 
+// DefaultStallTimeout bounds how long a frame may stay half-received. The
+// peer writes each frame whole, so a frame that stops arriving midway means
+// bytes that are not the peer's (e.g. a forged length prefix) are holding the
+// reader; the stream is then failed as corrupt rather than left waiting.
+const DefaultStallTimeout = 30 * time.Second
+
 // ClientOption configures a Client.
 type ClientOption func(*Client)
 
@@ -32,6 +39,10 @@ func WithMaxFrame(n int) ClientOption { return func(c *Client) { c.max = n } }
 // (default DefaultCancelWait).
 func WithCancelWait(d time.Duration) ClientOption { return func(c *Client) { c.cancelWait = d } }
 
+// WithStallTimeout sets how long a frame may stay half-received before the
+// stream is failed as corrupt (default DefaultStallTimeout).
+func WithStallTimeout(d time.Duration) ClientOption { return func(c *Client) { c.stallTimeout = d } }
+
 // Client is a tool.ExecutionEnvironment over a protocol stream. It is safe
 // for concurrent use; calls are multiplexed over the one stream.
 type Client struct {
@@ -41,7 +52,13 @@ type Client struct {
 	cancelWait time.Duration
 	hello      Hello
 
+	stallTimeout time.Duration
+	progress     progressReader // what readLoop reads through
+
 	wmu sync.Mutex
+	out *sealer // under wmu; nil until the handshake is done
+
+	in *opener // used by the handshake, then by readLoop alone
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -67,11 +84,12 @@ func NewClient(rw io.ReadWriteCloser, opts ...ClientOption) (*Client, error) {
 // (rw is closed when ctx ends before the server answered).
 func NewClientContext(ctx context.Context, rw io.ReadWriteCloser, opts ...ClientOption) (*Client, error) {
 	c := &Client{
-		rw:         rw,
-		max:        DefaultMaxFrame,
-		cancelWait: DefaultCancelWait,
-		pending:    map[uint64]*pendingCall{},
-		done:       make(chan struct{}),
+		rw:           rw,
+		max:          DefaultMaxFrame,
+		cancelWait:   DefaultCancelWait,
+		stallTimeout: DefaultStallTimeout,
+		pending:      map[uint64]*pendingCall{},
+		done:         make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(c)
@@ -91,12 +109,22 @@ func NewClientContext(ctx context.Context, rw io.ReadWriteCloser, opts ...Client
 	if h.MaxFrame > 0 && h.MaxFrame < c.sendMax {
 		c.sendMax = h.MaxFrame
 	}
+	c.progress.r = rw
 	go c.readLoop()
+	go c.watchStalls()
 	return c, nil
 }
 
+// handshake sends the client's hello with a fresh stream key, checks the
+// server's answer (its version and its proof of the key) and then switches
+// both directions to authenticated frames. The key exists only in this
+// client and in the server process; it is never logged or stored elsewhere.
 func (c *Client) handshake() (Hello, error) {
-	if err := c.write(&Frame{Kind: KindHello, Body: mustJSON(Hello{Version: Version, MaxFrame: c.max})}, c.max); err != nil {
+	key, err := newStreamKey()
+	if err != nil {
+		return Hello{}, fmt.Errorf("executor handshake: %w", err)
+	}
+	if err := c.write(&Frame{Kind: KindHello, Body: mustJSON(clientHello{Hello: Hello{Version: Version, MaxFrame: c.max}, Key: key})}, c.max); err != nil {
 		return Hello{}, fmt.Errorf("executor handshake: %w", err)
 	}
 	f, err := ReadFrame(c.rw, c.max)
@@ -109,19 +137,28 @@ func (c *Client) handshake() (Hello, error) {
 	if f.Kind != KindHello {
 		return Hello{}, fmt.Errorf("executor handshake: expected hello, got %s frame", f.Kind)
 	}
-	var h Hello
+	var h serverHello
 	if err := json.Unmarshal(f.Body, &h); err != nil {
 		return Hello{}, fmt.Errorf("executor handshake: decode hello: %w", err)
 	}
 	if h.Version != Version {
 		return Hello{}, fmt.Errorf("executor handshake: server speaks protocol version %d, want %d", h.Version, Version)
 	}
-	return h, nil
+	if !hmac.Equal(h.Proof, helloProof(key, h.Hello)) {
+		return Hello{}, fmt.Errorf("executor handshake: %w: the server's hello does not prove the stream key", ErrFrameAuth)
+	}
+	c.wmu.Lock()
+	c.out = &sealer{key: key, dir: clientToServer}
+	c.wmu.Unlock()
+	c.in = &opener{key: key, dir: serverToClient}
+	return h.Hello, nil
 }
 
 func (c *Client) readLoop() {
 	for {
-		f, err := ReadFrame(c.rw, c.max)
+		c.progress.expectFrame()
+		f, err := c.in.next(&c.progress, c.max)
+		c.progress.frameDone()
 		if err != nil {
 			if recoverable(err) {
 				// A frame we cannot use; its call (if any) will be failed
@@ -154,6 +191,70 @@ func (c *Client) readLoop() {
 	}
 }
 
+// watchStalls fails the stream when a frame stays half-received for longer
+// than the stall timeout.
+func (c *Client) watchStalls() {
+	t := time.NewTicker(max(c.stallTimeout/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case now := <-t.C:
+			if since, ok := c.progress.stalled(now); ok && since >= c.stallTimeout {
+				c.shutdown(fmt.Errorf("%w: a frame stopped arriving midway for %s", ErrFrameAuth, since.Round(time.Millisecond)))
+				return
+			}
+		}
+	}
+}
+
+// progressReader tracks whether a frame is half-received and since when
+// nothing arrived.
+type progressReader struct {
+	r io.Reader
+
+	mu      sync.Mutex
+	inFrame bool // some bytes of the current frame have arrived
+	waiting bool // readLoop is reading a frame
+	last    time.Time
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.mu.Lock()
+		if p.waiting {
+			p.inFrame = true
+		}
+		p.last = time.Now()
+		p.mu.Unlock()
+	}
+	return n, err
+}
+
+func (p *progressReader) expectFrame() {
+	p.mu.Lock()
+	p.waiting, p.inFrame = true, false
+	p.mu.Unlock()
+}
+
+func (p *progressReader) frameDone() {
+	p.mu.Lock()
+	p.waiting, p.inFrame = false, false
+	p.mu.Unlock()
+}
+
+// stalled reports how long a half-received frame has seen no bytes.
+func (p *progressReader) stalled(now time.Time) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.inFrame {
+		return 0, false
+	}
+	return now.Sub(p.last), true
+}
+
 func (c *Client) deliver(f *Frame) {
 	c.mu.Lock()
 	pc := c.pending[f.ID]
@@ -171,9 +272,12 @@ func (c *Client) shutdown(cause error) {
 		c.mu.Unlock()
 		return
 	}
-	if cause == nil || errors.Is(cause, io.EOF) {
+	switch {
+	case cause == nil || errors.Is(cause, io.EOF):
 		c.err = ErrStreamClosed
-	} else {
+	case errors.Is(cause, ErrFrameAuth):
+		c.err = fmt.Errorf("%w: %w", ErrStreamClosed, cause)
+	default:
 		c.err = fmt.Errorf("%w: %v", ErrStreamClosed, cause)
 	}
 	c.pending = map[uint64]*pendingCall{}
@@ -198,13 +302,16 @@ func (c *Client) Err() error {
 	return c.err
 }
 
+// write encodes f (sealed once the handshake is done) and writes it; frames
+// are encoded and written under one lock so they reach the stream in the
+// order of their sequence numbers.
 func (c *Client) write(f *Frame, max int) error {
-	b, err := EncodeFrame(f, max)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b, err := c.out.encode(f, max)
 	if err != nil {
 		return err
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	_, err = c.rw.Write(b)
 	return err
 }
@@ -229,15 +336,10 @@ func (c *Client) do(ctx context.Context, op string, args, out any, onOutput func
 	c.pending[id] = pc
 	c.mu.Unlock()
 
-	b, err := EncodeFrame(&Frame{ID: id, Kind: KindCall, Op: op, Body: mustJSON(args)}, c.sendMax)
-	if err == nil {
-		c.wmu.Lock()
-		_, err = c.rw.Write(b)
-		c.wmu.Unlock()
-		if err != nil {
-			c.shutdown(err)
-			err = c.Err()
-		}
+	err := c.write(&Frame{ID: id, Kind: KindCall, Op: op, Body: mustJSON(args)}, c.sendMax)
+	if err != nil && !errors.Is(err, ErrFrameTooLarge) {
+		c.shutdown(err)
+		err = c.Err()
 	}
 	if err != nil {
 		c.mu.Lock()

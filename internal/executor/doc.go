@@ -3,17 +3,43 @@
 // tool.ExecutionEnvironment over a byte stream and a client that is a
 // tool.ExecutionEnvironment over a byte stream.
 //
-// # Protocol (version 1)
+// # Protocol (version 2)
 //
-// The stream carries frames in both directions. A frame is a 4-byte
-// big-endian length followed by that many bytes of JSON (a Frame). Frames
-// larger than the receiver's limit (DefaultMaxFrame unless configured) are
-// skipped whole and answered with a connection-level error frame; a sender
-// refuses to send one.
+// The stream carries frames in both directions. During the handshake a
+// frame is a 4-byte big-endian length followed by that many bytes of JSON
+// (a Frame), as in version 1, so peers of different versions still
+// understand each other's hello and version error.
 //
-// The client first sends {"kind":"hello","body":{"version":1,...}}; the server
-// answers with a hello carrying its version, working directory, platform, OS
-// version and frame limit, or with an error frame and closes.
+// The client first sends {"kind":"hello","body":{"version":2,"key":...}}
+// with a fresh random 32-byte stream key (base64). The server answers with
+// a hello carrying its version, working directory, platform, OS version,
+// frame limit and a proof (HMAC-SHA256 with the key over those fields), or
+// with an error frame: a hello of another version is refused with code
+// "version" and the server closes; a hello without a key is refused with
+// "bad_request" and the server waits for another. The client refuses a hello
+// without a valid proof.
+//
+// After the handshake every frame, in both directions, is authenticated:
+//
+//	length (4 bytes) | header tag (16) | JSON (length bytes) | body tag (32)
+//
+// The header tag is HMAC-SHA256(key, direction | "H" | seq | length)
+// truncated to 16 bytes; the body tag is HMAC-SHA256(key, direction | "B" |
+// seq | length | JSON). direction is 'C' (client to server) or 'S'; seq is
+// the frame's position in its direction, counted from 0 after the
+// handshake and never sent. A receiver checks the header tag before it
+// trusts the length, and the body tag before it decodes the JSON. Bytes that
+// fail either check (forged, replayed, dropped, reordered, reflected or
+// corrupted frames) make the stream unusable: the receiver fails it with an
+// error wrapping ErrFrameAuth and never reads another frame from it; the
+// client then fails every call in flight with ErrStreamClosed. A frame that
+// stays half-received longer than the client's stall timeout fails the
+// stream the same way. See docs/security.md ("Control-stream integrity")
+// for the threat: the workspace's commands run as the executor's user.
+//
+// Genuine frames larger than the receiver's limit (DefaultMaxFrame unless
+// configured) are skipped whole and answered with a connection-level error
+// frame; a sender refuses to send one.
 //
 // Then the client sends "call" frames, each with a fresh non-zero id, an op
 // (read_file, write_file, delete_file, file_exists, list_directory, exec,
@@ -22,7 +48,12 @@
 // with the same id; an exec call may be preceded by "output" frames carrying
 // chunks of output while the command runs. A "cancel" frame with a call's id
 // cancels that call (an exec is terminated and answers with an error frame
-// of code "canceled" whose body holds the partial result). A malformed frame
-// gets an error frame (id 0 when the id is unknown) and never ends the stream.
-// When the input ends, every call in flight is cancelled.
+// of code "canceled" whose body holds the partial result). A genuine frame
+// that does not decode gets an error frame (id 0 when the id is unknown) and
+// never ends the stream. When the input ends, every call in flight is
+// cancelled.
+//
+// ProtectProcess makes the serving process non-dumpable, so processes of
+// the same user (the commands it runs) cannot open its descriptors or read
+// the key from its memory; the sidecar calls it before serving.
 package executor

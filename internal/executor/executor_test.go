@@ -168,9 +168,11 @@ func TestFileTooLargeCrossesTheStream(t *testing.T) {
 
 // rawConn speaks frames by hand to a server.
 type rawConn struct {
-	t *testing.T
-	w io.Writer
-	r io.Reader
+	t   *testing.T
+	w   io.Writer
+	r   io.Reader
+	out *sealer // set by handshake
+	in  *opener
 }
 
 func (rc *rawConn) sendBytes(b []byte) {
@@ -181,6 +183,10 @@ func (rc *rawConn) sendBytes(b []byte) {
 }
 
 func (rc *rawConn) sendBody(body string) {
+	if rc.out != nil {
+		rc.sendBytes(rc.out.sealBody([]byte(body)))
+		return
+	}
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(body)))
 	rc.sendBytes(append(hdr[:], body...))
@@ -188,7 +194,7 @@ func (rc *rawConn) sendBody(body string) {
 
 func (rc *rawConn) recv() *Frame {
 	rc.t.Helper()
-	f, err := ReadFrame(rc.r, 0)
+	f, err := rc.in.next(rc.r, 0)
 	if err != nil {
 		rc.t.Fatalf("read answer: %v", err)
 	}
@@ -203,32 +209,29 @@ func TestMalformedFramesAreRefused(t *testing.T) {
 	if f := rc.recv(); f.Kind != KindError || f.Error.Code != CodeBadRequest {
 		t.Errorf("call before hello answered %+v", f)
 	}
-	rc.sendBody(`{"kind":"hello","body":{"version":1}}`)
-	if f := rc.recv(); f.Kind != KindHello {
-		t.Fatalf("hello answered %+v", f)
-	}
+	rc.handshake()
 	tests := []struct {
 		name   string
-		raw    []byte
+		body   string
 		wantID uint64
 		code   string
 	}{
-		{"not json", frameBytes(`{{{`), 0, CodeBadFrame},
-		{"bad json with id", frameBytes(`{"id":7,"kind":1}`), 7, CodeBadFrame},
-		{"unknown kind", frameBytes(`{"id":8,"kind":"bogus"}`), 8, CodeBadFrame},
-		{"call without op", frameBytes(`{"id":9,"kind":"call"}`), 9, CodeBadFrame},
-		{"call without id", frameBytes(`{"kind":"call","op":"glob"}`), 0, CodeBadFrame},
-		{"unknown op", frameBytes(`{"id":10,"kind":"call","op":"format_disk"}`), 10, CodeUnknownOp},
-		{"bad arguments", frameBytes(`{"id":11,"kind":"call","op":"read_file","body":{"path":5}}`), 11, CodeBadRequest},
-		{"oversized", frameBytes(`{"id":12,"kind":"call","op":"glob","body":{"pattern":"` + strings.Repeat("x", 2000) + `"}}`), 0, CodeFrameTooLarge},
-		{"result from a client", frameBytes(`{"id":13,"kind":"result"}`), 13, CodeBadRequest},
-		{"second hello", frameBytes(`{"kind":"hello","body":{"version":1}}`), 0, CodeBadRequest},
-		{"path escape", frameBytes(`{"id":14,"kind":"call","op":"read_file","body":{"path":"../../etc/passwd"}}`), 14, CodePathEscapes},
+		{"not json", `{{{`, 0, CodeBadFrame},
+		{"bad json with id", `{"id":7,"kind":1}`, 7, CodeBadFrame},
+		{"unknown kind", `{"id":8,"kind":"bogus"}`, 8, CodeBadFrame},
+		{"call without op", `{"id":9,"kind":"call"}`, 9, CodeBadFrame},
+		{"call without id", `{"kind":"call","op":"glob"}`, 0, CodeBadFrame},
+		{"unknown op", `{"id":10,"kind":"call","op":"format_disk"}`, 10, CodeUnknownOp},
+		{"bad arguments", `{"id":11,"kind":"call","op":"read_file","body":{"path":5}}`, 11, CodeBadRequest},
+		{"oversized", `{"id":12,"kind":"call","op":"glob","body":{"pattern":"` + strings.Repeat("x", 2000) + `"}}`, 0, CodeFrameTooLarge},
+		{"result from a client", `{"id":13,"kind":"result"}`, 13, CodeBadRequest},
+		{"second hello", `{"kind":"hello","body":{"version":1}}`, 0, CodeBadRequest},
+		{"path escape", `{"id":14,"kind":"call","op":"read_file","body":{"path":"../../etc/passwd"}}`, 14, CodePathEscapes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rc.t = t
-			rc.sendBytes(tt.raw)
+			rc.sendBody(tt.body)
 			f := rc.recv()
 			if f.Kind != KindError || f.ID != tt.wantID || f.Error.Code != tt.code {
 				t.Errorf("answer %+v (error %+v), want error id %d code %s", f, f.Error, tt.wantID, tt.code)

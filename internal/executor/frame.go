@@ -8,8 +8,9 @@ import (
 	"io"
 )
 
-// Version is the protocol version spoken by this package.
-const Version = 1
+// Version is the protocol version spoken by this package. Version 2 added
+// the per-stream key and authenticated frames (see the package doc).
+const Version = 2
 
 // DefaultMaxFrame is the default limit on the JSON body of one frame. It
 // leaves room for a 10 MiB file in base64.
@@ -51,6 +52,19 @@ var (
 // EncodeFrame returns f with its length prefix, or an error wrapping
 // ErrFrameTooLarge when the body exceeds max bytes (max <= 0: no limit).
 func EncodeFrame(f *Frame, max int) ([]byte, error) {
+	body, err := marshalFrame(f, max)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 4+len(body))
+	binary.BigEndian.PutUint32(out, uint32(len(body)))
+	copy(out[4:], body)
+	return out, nil
+}
+
+// marshalFrame returns the JSON body of f, or an error wrapping
+// ErrFrameTooLarge when it exceeds max bytes (max <= 0: no limit).
+func marshalFrame(f *Frame, max int) ([]byte, error) {
 	body, err := json.Marshal(f)
 	if err != nil {
 		return nil, fmt.Errorf("encode frame: %w", err)
@@ -61,10 +75,7 @@ func EncodeFrame(f *Frame, max int) ([]byte, error) {
 	if uint64(len(body)) > 1<<32-1 {
 		return nil, fmt.Errorf("encode frame: %w: %d bytes", ErrFrameTooLarge, len(body))
 	}
-	out := make([]byte, 4+len(body))
-	binary.BigEndian.PutUint32(out, uint32(len(body)))
-	copy(out[4:], body)
-	return out, nil
+	return body, nil
 }
 
 // DecodeFrame decodes and validates the JSON body of one frame. Errors wrap

@@ -12,6 +12,12 @@
 // kills and path confinement happen inside the pod, so cancelling a call
 // really stops the remote command (an exec'd process outlives its client).
 //
+// The stream is authenticated (executor protocol version 2): bytes the
+// sidecar did not send, e.g. frames a workspace process forged, fail the
+// calls in flight with an error wrapping executor.ErrFrameAuth (and
+// executor.ErrStreamClosed) and never become a result; the next call opens a
+// new stream.
+//
 // Before opening every stream the pod is read and checked against an
 // Expect (labels, owner UID) and must be Running with the container running.
 //

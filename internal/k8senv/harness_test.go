@@ -63,6 +63,7 @@ type harness struct {
 	pods  map[string]*corev1.Pod
 	procs []*os.Process
 	conns []net.Conn
+	outs  []*lockedWriter // stdout of every "container" process
 
 	// unavailable is how many of the next pod GETs are answered 503, like an
 	// API server that is restarting.
@@ -258,7 +259,8 @@ func (c localContainer) ExecInContainer(ctx context.Context, name, uid, containe
 		return err
 	}
 	defer stdinW.Close()
-	p.Stdin, p.Stdout, p.Stderr = stdinR, out, errw
+	stdout := &lockedWriter{w: out}
+	p.Stdin, p.Stdout, p.Stderr = stdinR, stdout, errw
 	if err := p.Start(); err != nil {
 		stdinR.Close()
 		return err
@@ -272,6 +274,7 @@ func (c localContainer) ExecInContainer(ctx context.Context, name, uid, containe
 	}
 	c.h.mu.Lock()
 	c.h.procs = append(c.h.procs, p.Process)
+	c.h.outs = append(c.h.outs, stdout)
 	c.h.mu.Unlock()
 	err = p.Wait()
 	var ee *exec.ExitError
@@ -279,4 +282,27 @@ func (c localContainer) ExecInContainer(ctx context.Context, name, uid, containe
 		return utilexec.CodeExitError{Err: err, Code: ee.ExitCode()}
 	}
 	return err
+}
+
+// lockedWriter serialises the process's output with injected bytes.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// injectStdout writes b into the stdout stream of every "container" process
+// started so far, like a workspace process writing to the sidecar's stdout.
+func (h *harness) injectStdout(b []byte) {
+	h.mu.Lock()
+	outs := h.outs
+	h.mu.Unlock()
+	for _, o := range outs {
+		_, _ = o.Write(b)
+	}
 }

@@ -1,0 +1,337 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent-operator/agent-operator/internal/loop/localenv"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// handshake performs a keyed hello on a raw connection and switches it to
+// authenticated frames.
+func (rc *rawConn) handshake() {
+	rc.t.Helper()
+	key, err := newStreamKey()
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	rc.sendBody(string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(clientHello{Hello: Hello{Version: Version}, Key: key})})))
+	f := rc.recv()
+	var h serverHello
+	if f.Kind != KindHello || json.Unmarshal(f.Body, &h) != nil {
+		rc.t.Fatalf("hello answered %+v", f)
+	}
+	if !bytes.Equal(h.Proof, helloProof(key, h.Hello)) {
+		rc.t.Fatalf("server hello without a valid proof: %+v", h)
+	}
+	rc.out = &sealer{key: key, dir: clientToServer}
+	rc.in = &opener{key: key, dir: serverToClient}
+}
+
+func sealed(t *testing.T, s *sealer, frames ...*Frame) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for _, f := range frames {
+		b, err := s.seal(f, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func TestOpenerRefusesWhatThePeerDidNotSend(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, KeySize)
+	other := bytes.Repeat([]byte{8}, KeySize)
+	f0 := &Frame{ID: 1, Kind: KindResult, Body: json.RawMessage(`{"stdout":"genuine 0"}`)}
+	f1 := &Frame{ID: 2, Kind: KindResult, Body: json.RawMessage(`{"stdout":"genuine 1"}`)}
+	forged := &Frame{ID: 2, Kind: KindResult, Body: json.RawMessage(`{"stdout":"FORGED"}`)}
+	genuine := sealed(t, &sealer{key: key, dir: serverToClient}, f0, f1)
+	flip := bytes.Clone(genuine[1])
+	flip[len(flip)-bodyTagSize-3] ^= 1
+	plain, _ := EncodeFrame(forged, 0)
+	tests := []struct {
+		name string
+		// stream is what the reader sees; the first frame is always genuine.
+		stream [][]byte
+	}{
+		{"plain v1 frame injected", [][]byte{genuine[0], plain, genuine[1]}},
+		{"frame sealed with another key", [][]byte{genuine[0], sealed(t, &sealer{key: other, dir: serverToClient, seq: 1}, forged)[0]}},
+		{"replayed frame", [][]byte{genuine[0], genuine[0]}},
+		{"frame reflected from the other direction", [][]byte{genuine[0], sealed(t, &sealer{key: key, dir: clientToServer, seq: 1}, forged)[0]}},
+		{"frame dropped", [][]byte{genuine[0], sealed(t, &sealer{key: key, dir: serverToClient, seq: 2}, f1)[0]}},
+		{"body modified", [][]byte{genuine[0], flip}},
+		{"bogus length prefix", [][]byte{genuine[0], {0x01, 0xff, 0xff, 0xff}, genuine[1]}},
+		{"garbage", [][]byte{genuine[0], []byte(strings.Repeat("\x00garbage", 8)), genuine[1]}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := bytes.NewReader(bytes.Join(tt.stream, nil))
+			o := &opener{key: key, dir: serverToClient}
+			f, err := o.read(r, DefaultMaxFrame)
+			if err != nil || string(f.Body) != string(f0.Body) {
+				t.Fatalf("genuine first frame = %+v, %v", f, err)
+			}
+			f, err = o.read(r, DefaultMaxFrame)
+			if !errors.Is(err, ErrFrameAuth) || recoverable(err) {
+				t.Fatalf("second read = %+v, %v; want an unrecoverable ErrFrameAuth", f, err)
+			}
+			if f != nil {
+				t.Errorf("a frame was returned with the authentication error: %+v", f)
+			}
+		})
+	}
+}
+
+func TestOpenerReadsGenuineFramesAndSkipsOversizedOnes(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, KeySize)
+	s := &sealer{key: key, dir: clientToServer}
+	big := &Frame{ID: 1, Kind: KindCall, Op: OpGlob, Body: mustJSON(GlobArgs{Pattern: strings.Repeat("x", 4096)})}
+	first := sealed(t, s, big)[0]
+	bad := s.sealBody([]byte(`{"id":2,"kind":1}`))
+	last := sealed(t, s, &Frame{ID: 3, Kind: KindCancel})[0]
+	stream := bytes.Join([][]byte{first, bad, last}, nil)
+	o := &opener{key: key, dir: clientToServer}
+	r := bytes.NewReader(stream)
+	if _, err := o.read(r, 1024); !errors.Is(err, ErrFrameTooLarge) || !recoverable(err) {
+		t.Fatalf("oversized genuine frame = %v, want a recoverable ErrFrameTooLarge", err)
+	}
+	if f, err := o.read(r, 1024); !errors.Is(err, ErrMalformedFrame) || f == nil || f.ID != 2 {
+		t.Fatalf("malformed genuine frame = %+v, %v, want ErrMalformedFrame with id 2", f, err)
+	}
+	if f, err := o.read(r, 1024); err != nil || f.Kind != KindCancel || f.ID != 3 {
+		t.Fatalf("frame after them = %+v, %v", f, err)
+	}
+	if _, err := o.read(r, 1024); !errors.Is(err, io.EOF) {
+		t.Fatalf("end of stream = %v, want io.EOF", err)
+	}
+}
+
+func TestHandshake(t *testing.T) {
+	t.Run("server refuses a hello without a key", func(t *testing.T) {
+		s := serve(t, ServeOptions{})
+		rc := &rawConn{t: t, w: s.client, r: s.client}
+		rc.sendBody(`{"kind":"hello","body":{"version":2}}`)
+		if f := rc.recv(); f.Kind != KindError || f.Error.Code != CodeBadRequest || !strings.Contains(f.Error.Message, "stream key") {
+			t.Fatalf("hello without a key answered %+v", f)
+		}
+		rc.handshake() // the server still waits for a proper hello
+		rc.sendBody(`{"id":1,"kind":"call","op":"file_exists","body":{"path":"."}}`)
+		if f := rc.recv(); f.Kind != KindResult || f.ID != 1 {
+			t.Errorf("call after the keyed hello answered %+v", f)
+		}
+	})
+	t.Run("server refuses a version 1 client clearly", func(t *testing.T) {
+		s := serve(t, ServeOptions{})
+		rc := &rawConn{t: t, w: s.client, r: s.client}
+		rc.sendBody(`{"kind":"hello","body":{"version":1}}`)
+		f := rc.recv()
+		if f.Kind != KindError || f.Error.Code != CodeVersion || !strings.Contains(f.Error.Message, "unsupported protocol version 1, this executor speaks 2") {
+			t.Errorf("hello v1 answered %+v", f)
+		}
+		<-s.done
+		s.done <- nil
+	})
+	for _, tt := range []struct {
+		name   string
+		answer func(key []byte) string // the fake server's answer body
+		want   string
+	}{
+		{"client refuses a version 1 server clearly", func([]byte) string {
+			return `{"kind":"error","error":{"code":"version","message":"unsupported protocol version 2, this executor speaks 1"}}`
+		}, "unsupported protocol version 2, this executor speaks 1"},
+		{"client refuses a hello without proof", func([]byte) string {
+			return string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(Hello{Version: Version})}))
+		}, "does not prove the stream key"},
+		{"client refuses a hello with a proof for another key", func([]byte) string {
+			h := Hello{Version: Version, WorkingDirectory: "/w"}
+			return string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: h, Proof: helloProof(make([]byte, KeySize), h)})}))
+		}, "does not prove the stream key"},
+		{"client refuses a proof over other fields", func(key []byte) string {
+			h := Hello{Version: Version, WorkingDirectory: "/w"}
+			p := helloProof(key, h)
+			h.WorkingDirectory = "/elsewhere"
+			return string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: h, Proof: p})}))
+		}, "does not prove the stream key"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cr, sw := io.Pipe()
+			sr, cw := io.Pipe()
+			go func() {
+				f, err := ReadFrame(sr, 0)
+				if err != nil {
+					return
+				}
+				var h clientHello
+				_ = json.Unmarshal(f.Body, &h)
+				sw.Write(frameBytes(tt.answer(h.Key)))
+			}()
+			_, err := NewClientContext(t.Context(), &duplex{Reader: cr, Writer: cw, closers: []io.Closer{cr, cw}})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("NewClient = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// injected is a server over io.Pipes whose output stream can also be
+// written by a third party, like a workspace process that opened the
+// executor's stdout.
+type injected struct {
+	client *Client
+	inject func([]byte)
+}
+
+func serveInjectable(t *testing.T) *injected {
+	t.Helper()
+	env, err := localenv.New(t.TempDir(), localenv.WithKillGrace(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { env.Close() })
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	var wmu sync.Mutex // io.Pipe serialises writes anyway; this keeps each injection whole
+	w := writerFunc(func(b []byte) (int, error) { wmu.Lock(); defer wmu.Unlock(); return sw.Write(b) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Serve(context.Background(), sr, w, env, ServeOptions{})
+		sw.Close()
+	}()
+	// A short stall timeout: a forged length prefix holds the reader inside
+	// a frame that never completes.
+	c, err := NewClientContext(t.Context(), &duplex{Reader: cr, Writer: cw, closers: []io.Closer{cr, cw}}, WithStallTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); sr.Close(); <-done })
+	return &injected{client: c, inject: func(b []byte) { w.Write(b) }}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+func TestInjectedFramesNeverReachTheCaller(t *testing.T) {
+	forgedResult := func(id uint64) []byte {
+		b, _ := EncodeFrame(&Frame{ID: id, Kind: KindResult, Body: mustJSON(tool.ExecResult{Stdout: "FORGED"})}, 0)
+		return b
+	}
+	tests := []struct {
+		name  string
+		bytes func(id uint64) []byte
+	}{
+		{"forged result frame", forgedResult},
+		{"forged output and result frames", func(id uint64) []byte {
+			out, _ := EncodeFrame(&Frame{ID: id, Kind: KindOutput, Data: []byte("FORGED")}, 0)
+			return append(out, forgedResult(id)...)
+		}},
+		{"bogus length prefix", func(uint64) []byte { return []byte{0x01, 0xff, 0xff, 0xff} }},
+		{"garbage", func(uint64) []byte { return []byte(strings.Repeat("FORGED\n", 100)) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := serveInjectable(t)
+			c := s.client
+			started := make(chan struct{})
+			var once sync.Once
+			var mu sync.Mutex
+			var streamed strings.Builder
+			type answer struct {
+				res *tool.ExecResult
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				res, err := c.ExecCommand(t.Context(), "echo genuine; sleep 30", tool.ExecOptions{OnOutput: func(b []byte) {
+					mu.Lock()
+					streamed.Write(b)
+					mu.Unlock()
+					once.Do(func() { close(started) })
+				}})
+				done <- answer{res, err}
+			}()
+			<-started
+			c.mu.Lock()
+			id := c.nextID // the call in flight
+			c.mu.Unlock()
+			s.inject(tt.bytes(id))
+			a := <-done
+			if a.res != nil && strings.Contains(a.res.Stdout, "FORGED") {
+				t.Fatalf("a forged result reached the caller: %+v", a.res)
+			}
+			if !errors.Is(a.err, ErrStreamClosed) || !errors.Is(a.err, ErrFrameAuth) {
+				t.Errorf("call in flight = %+v, %v; want ErrStreamClosed wrapping ErrFrameAuth", a.res, a.err)
+			}
+			mu.Lock()
+			if strings.Contains(streamed.String(), "FORGED") {
+				t.Errorf("forged output reached the caller: %q", streamed.String())
+			}
+			mu.Unlock()
+			if _, err := c.FileExists(t.Context(), "."); !errors.Is(err, ErrStreamClosed) {
+				t.Errorf("call after the corruption = %v, want ErrStreamClosed (the stream must be replaced)", err)
+			}
+		})
+	}
+}
+
+// FuzzOpenFrame injects arbitrary bytes at an arbitrary position of a
+// genuine authenticated stream: the reader returns the genuine frames
+// before the injection point, in order, and then an authentication error
+// (or the end of the stream); never a frame made of injected bytes.
+func FuzzOpenFrame(f *testing.F) {
+	plain, _ := EncodeFrame(&Frame{ID: 2, Kind: KindResult, Body: json.RawMessage(`{"stdout":"FORGED"}`)}, 0)
+	f.Add([]byte{}, uint16(0))
+	f.Add(plain, uint16(0))
+	f.Add(plain, uint16(70))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, uint16(200))
+	f.Add([]byte{0, 0, 0, 2, '{', '}'}, uint16(9999))
+	key := bytes.Repeat([]byte{3}, KeySize)
+	s := &sealer{key: key, dir: serverToClient}
+	var genuine [][]byte
+	var want []*Frame
+	for i := range 3 {
+		fr := &Frame{ID: uint64(i + 1), Kind: KindResult, Body: json.RawMessage(`{"n":` + string(rune('0'+i)) + `}`)}
+		b, err := s.seal(fr, 0)
+		if err != nil {
+			f.Fatal(err)
+		}
+		genuine = append(genuine, b)
+		want = append(want, fr)
+	}
+	stream := bytes.Join(genuine, nil)
+	f.Fuzz(func(t *testing.T, data []byte, at uint16) {
+		cut := int(at) % (len(stream) + 1)
+		in := bytes.Join([][]byte{stream[:cut], data, stream[cut:]}, nil)
+		o := &opener{key: key, dir: serverToClient}
+		r := bytes.NewReader(in)
+		for i := 0; ; i++ {
+			fr, err := o.read(r, 1<<16)
+			if err != nil {
+				if len(data) == 0 {
+					if !errors.Is(err, io.EOF) || i != len(want) {
+						t.Fatalf("clean stream ended after %d frames with %v", i, err)
+					}
+					return
+				}
+				if !errors.Is(err, ErrFrameAuth) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Fatalf("read %d: unexpected error %v", i, err)
+				}
+				return
+			}
+			if i >= len(want) || fr.ID != want[i].ID || string(fr.Body) != string(want[i].Body) {
+				t.Fatalf("read %d returned a frame that is not the genuine frame %d: %+v", i, i, fr)
+			}
+		}
+	})
+}
