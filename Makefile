@@ -60,11 +60,12 @@ verify-gen: ## Fail if `make generate manifests` changes the tree (no-op until a
 
 # Fuzz targets run by `make fuzz`, as package:FuzzName (go test -fuzz takes one target at a time).
 FUZZ_TARGETS := ./internal/loop/patch:FuzzParse ./internal/loop/patch:FuzzApply \
-	./internal/executor:FuzzDecodeFrame ./internal/loop/builtin:FuzzFindSpans
+	./internal/executor:FuzzDecodeFrame ./internal/loop/builtin:FuzzFindSpans \
+	./internal/loop/tool:FuzzMatchSegments ./internal/executor:FuzzOpenFrame
 FUZZTIME ?= 20s
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for $(FUZZTIME): apply_patch parser and applier, executor frames, edit_file matching.
+fuzz: ## Run each fuzz target for $(FUZZTIME): apply_patch parser and applier, executor frames, edit_file matching, glob matching.
 	@for t in $(FUZZ_TARGETS); do \
 		pkg="$${t%%:*}"; name="$${t##*:}"; \
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \

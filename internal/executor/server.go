@@ -33,7 +33,8 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, env tool.ExecutionEnvi
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	s := &server{env: env, w: w, max: opts.MaxFrame, log: opts.Log, calls: map[uint64]context.CancelFunc{}}
+	s := &server{env: env, w: w, max: opts.MaxFrame, log: opts.Log, calls: map[uint64]context.CancelFunc{},
+		keyed: make(chan *opener)}
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
 
@@ -43,10 +44,14 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, env tool.ExecutionEnvi
 		f   *Frame
 		err error
 	}
+	// Until the handshake is done frames are plain; after each hello the
+	// reader waits for the handshake's verdict, so the frame after an
+	// accepted hello is already read as an authenticated one.
 	frames := make(chan readResult)
 	go func() {
+		var in *opener
 		for {
-			f, err := ReadFrame(r, s.max)
+			f, err := in.next(r, s.max)
 			select {
 			case frames <- readResult{f, err}:
 			case <-ctx.Done():
@@ -54,6 +59,13 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, env tool.ExecutionEnvi
 			}
 			if err != nil && !recoverable(err) {
 				return
+			}
+			if in == nil && err == nil && f.Kind == KindHello {
+				select {
+				case in = <-s.keyed:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}
 	}()
@@ -66,7 +78,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, env tool.ExecutionEnvi
 		}
 	}
 
-	err := s.handshake(next)
+	err := s.handshake(ctx, next)
 	if err == nil {
 		err = s.loop(ctx, next)
 	}
@@ -85,13 +97,18 @@ type server struct {
 
 	wmu sync.Mutex
 	w   io.Writer
+	out *sealer // under wmu; nil until the handshake is done
+
+	keyed chan *opener // the handshake's verdict on each hello: nil (still plain) or the reader of the keyed stream
 
 	mu    sync.Mutex
 	calls map[uint64]context.CancelFunc
 	wg    sync.WaitGroup
+
+	paths pathLocks // one writer per path
 }
 
-func (s *server) handshake(next func() (*Frame, error)) error {
+func (s *server) handshake(ctx context.Context, next func() (*Frame, error)) error {
 	for {
 		f, err := next()
 		if err != nil {
@@ -105,22 +122,56 @@ func (s *server) handshake(next func() (*Frame, error)) error {
 			s.send(&Frame{ID: f.ID, Kind: KindError, Error: wireErrorf(CodeBadRequest, "expected hello, got %s frame", f.Kind)})
 			continue
 		}
-		var h Hello
+		var h clientHello
 		if err := json.Unmarshal(f.Body, &h); err != nil {
 			s.send(&Frame{Kind: KindError, Error: wireErrorf(CodeBadRequest, "decode hello: %v", err)})
+			s.verdict(ctx, nil)
 			continue
 		}
 		if h.Version != Version {
 			s.send(&Frame{Kind: KindError, Error: wireErrorf(CodeVersion, "unsupported protocol version %d, this executor speaks %d", h.Version, Version)})
 			return fmt.Errorf("handshake: client speaks protocol version %d, want %d", h.Version, Version)
 		}
-		return s.send(&Frame{Kind: KindHello, Body: mustJSON(Hello{
-			Version:          Version,
-			MaxFrame:         s.max,
-			WorkingDirectory: s.env.WorkingDirectory(),
-			Platform:         s.env.Platform(),
-			OSVersion:        s.env.OSVersion(),
-		})})
+		if len(h.Key) != KeySize {
+			s.send(&Frame{Kind: KindError, Error: wireErrorf(CodeBadRequest, "hello: a %d-byte stream key is required, got %d bytes", KeySize, len(h.Key))})
+			s.verdict(ctx, nil)
+			continue
+		}
+		return s.accept(ctx, h)
+	}
+}
+
+// accept answers an accepted hello with the server's hello and its proof of
+// the key, then switches both directions to authenticated frames.
+func (s *server) accept(ctx context.Context, h clientHello) error {
+	mine := Hello{
+		Version:          Version,
+		MaxFrame:         s.max,
+		WorkingDirectory: s.env.WorkingDirectory(),
+		Platform:         s.env.Platform(),
+		OSVersion:        s.env.OSVersion(),
+	}
+	s.wmu.Lock()
+	b, err := EncodeFrame(&Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: mine, Proof: helloProof(h.Key, mine)})}, s.max)
+	if err == nil {
+		_, err = s.w.Write(b)
+	}
+	if err == nil {
+		s.out = &sealer{key: h.Key, dir: serverToClient}
+	}
+	s.wmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("handshake: write hello: %w", err)
+	}
+	s.verdict(ctx, &opener{key: h.Key, dir: clientToServer})
+	return nil
+}
+
+// verdict tells the reader how to read the frames after a hello.
+func (s *server) verdict(ctx context.Context, in *opener) {
+	select {
+	case s.keyed <- in:
+	case <-ctx.Done():
 	}
 }
 
@@ -225,13 +276,13 @@ func (s *server) call(ctx context.Context, f *Frame) (resp *Frame) {
 		if bad := decode(&a); bad != nil {
 			return bad
 		}
-		return result(struct{}{}, env.WriteFile(ctx, a.Path, a.Content))
+		return result(struct{}{}, s.write(ctx, a))
 	case OpDeleteFile:
 		var a PathArgs
 		if bad := decode(&a); bad != nil {
 			return bad
 		}
-		return result(struct{}{}, env.DeleteFile(ctx, a.Path))
+		return result(struct{}{}, s.remove(ctx, a))
 	case OpFileExists:
 		var a PathArgs
 		if bad := decode(&a); bad != nil {
@@ -285,15 +336,17 @@ func (s *server) call(ctx context.Context, f *Frame) (resp *Frame) {
 	return &Frame{Kind: KindError, Error: wireErrorf(CodeUnknownOp, "unknown operation %q", f.Op)}
 }
 
-// send writes one frame; writes are serialised. Oversized frames are not
-// written and reported with an error wrapping ErrFrameTooLarge.
+// send writes one frame, sealed once the handshake is done; frames are
+// encoded and written under one lock so they reach the stream in the order
+// of their sequence numbers. Oversized frames are not written and reported
+// with an error wrapping ErrFrameTooLarge.
 func (s *server) send(f *Frame) error {
-	b, err := EncodeFrame(f, s.max)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	b, err := s.out.encode(f, s.max)
 	if err != nil {
 		return err
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	if _, err := s.w.Write(b); err != nil {
 		return fmt.Errorf("write frame: %w", err)
 	}

@@ -37,7 +37,8 @@ const (
 	CodeUnknownOp     = "unknown_op"
 	CodeVersion       = "version"
 	CodeInternal      = "internal"
-	CodeFailed        = "failed" // any other error of the environment
+	CodeFailed        = "failed"   // any other error of the environment
+	CodeConflict      = "conflict" // conditional write: the file changed
 )
 
 // Hello is the body of hello frames.
@@ -55,6 +56,10 @@ type PathArgs struct {
 	Path    string `json:"path"`
 	Content []byte `json:"content,omitempty"` // write_file
 	Depth   int    `json:"depth,omitempty"`   // list_directory
+	// IfSHA256 makes a write_file conditional: it applies only if the
+	// file's current SHA-256 (hex) is this value ("" = the file must not
+	// exist); otherwise the call fails with CodeConflict.
+	IfSHA256 *string `json:"ifSHA256,omitempty"`
 }
 
 // ReadArgs is the body of read_file calls.
@@ -142,6 +147,8 @@ func (e *RemoteError) Unwrap() error {
 		return context.DeadlineExceeded
 	case CodeBadFrame:
 		return ErrMalformedFrame
+	case CodeConflict:
+		return tool.ErrConflict
 	}
 	return nil
 }
@@ -164,6 +171,8 @@ func toWire(err error) *WireError {
 		code = CodeDeadline
 	case errors.Is(err, ErrMalformedFrame):
 		code = CodeBadFrame
+	case errors.Is(err, tool.ErrConflict):
+		code = CodeConflict
 	}
 	return &WireError{Code: code, Message: err.Error()}
 }

@@ -95,6 +95,10 @@ type Config struct {
 	// server is unavailable (default DefaultReconnectTimeout; negative: no
 	// retries).
 	ReconnectTimeout time.Duration
+	// StallTimeout is how long a frame from the sidecar may stay
+	// half-received before the stream is failed as corrupt (default
+	// executor.DefaultStallTimeout).
+	StallTimeout time.Duration
 	// Log receives stream lifecycle events.
 	Log logr.Logger
 }
@@ -213,6 +217,12 @@ func (pc *podConn) get(ctx context.Context) (*executor.Client, error) {
 	if c != nil && c.Err() == nil {
 		return c, nil
 	}
+	if c != nil && errors.Is(c.Err(), executor.ErrFrameAuth) {
+		// Bytes the sidecar did not send reached the stream (e.g. a
+		// workspace process writing to it): the calls in flight failed and
+		// this stream is never used again.
+		pc.pool.cfg.Log.Info("executor stream failed authentication; opening a new one", "pod", pc.target.key(), "error", c.Err().Error())
+	}
 	pc.dialMu.Lock()
 	defer pc.dialMu.Unlock()
 	pc.mu.Lock()
@@ -293,7 +303,11 @@ func (p *Pool) open(ctx context.Context, t Target) (*executor.Client, error) {
 		scancel()
 	}()
 	rwc := &streamConn{r: stdoutR, w: stdinW, cancel: scancel}
-	c, err := executor.NewClientContext(dctx, rwc)
+	var opts []executor.ClientOption
+	if p.cfg.StallTimeout > 0 {
+		opts = append(opts, executor.WithStallTimeout(p.cfg.StallTimeout))
+	}
+	c, err := executor.NewClientContext(dctx, rwc, opts...)
 	if err != nil {
 		rwc.Close()
 		return nil, fmt.Errorf("open executor stream to %s: %w", t.key(), err)

@@ -46,6 +46,15 @@ type SessionConfig struct {
 	MaxSubagentDepth int
 	// UserInstructions are appended last to the system prompt (§6.1 layer 5).
 	UserInstructions string
+	// Limits are the seed 002 tool-batch limits (limits.go); zero fields
+	// take the defaults.
+	Limits ToolLimits
+	// FileDenyPatterns are added to DefaultDeniedPaths: paths the file
+	// tools refuse (pathguard.go for the pattern syntax).
+	FileDenyPatterns []string
+	// FileAllowPatterns exempt paths from the denials (default
+	// DefaultAllowedPaths, e.g. ".env.example").
+	FileAllowPatterns []string
 }
 
 // DefaultConfig returns the defaults of seed 000 §2.2.

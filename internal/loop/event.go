@@ -81,4 +81,8 @@ type EventData struct {
 	TotalTurns int             `json:"totalTurns,omitempty"`
 	Message    string          `json:"message,omitempty"`
 	ErrorKind  string          `json:"errorKind,omitempty"`
+	// Files are the file views a tool call recorded (TOOL_CALL_END): path
+	// to SHA-256 and size of what the model saw; a size of -1 means the
+	// file was deleted or moved away. Restore rebuilds read tracking from it.
+	Files map[string]FileView `json:"files,omitempty"`
 }

@@ -19,20 +19,45 @@ const InterruptedResult = "interrupted: the tool call was started before a resta
 // executeToolCalls runs the calls of one round, concurrently when the
 // profile supports parallel tool calls, and returns exactly one result per
 // call in call order.
+//
+// Calls stopped by a limit (duplicate id, too many calls, arguments too
+// large) are pre-resolved as error results without running; the others
+// still run (seed 002 FR-LIM-06, FR-VAL-02a).
 func (s *Session) executeToolCalls(ctx context.Context, calls []llm.ToolCall) []llm.ToolResult {
 	results := make([]llm.ToolResult, len(calls))
+	refused := s.cfg.Limits.preResolve(calls)
+	run := func(i int, c llm.ToolCall) {
+		if refused[i] != "" {
+			results[i] = s.refuseTool(ctx, c, refused[i])
+			return
+		}
+		results[i] = s.executeTool(ctx, c)
+	}
 	if !s.profile.Capabilities().ParallelToolCalls || len(calls) < 2 {
 		for i, c := range calls {
-			results[i] = s.executeTool(ctx, c)
+			run(i, c)
 		}
 		return results
 	}
 	var wg sync.WaitGroup
 	for i, c := range calls {
-		wg.Go(func() { results[i] = s.executeTool(ctx, c) })
+		wg.Go(func() { run(i, c) })
 	}
 	wg.Wait()
 	return results
+}
+
+// refuseTool journals a call that a limit stopped (start and end, so a
+// restored session sees it resolved) and returns its error result.
+func (s *Session) refuseTool(ctx context.Context, call llm.ToolCall, msg string) llm.ToolResult {
+	start := s.now()
+	args := call.Arguments
+	if len(args) > DefaultMaxToolArgsBytes {
+		args = nil // the refused oversized arguments are not journaled again
+	}
+	_ = s.emitSync(ctx, EventToolCallStart, EventData{ToolName: call.Name, CallID: call.ID, Arguments: args})
+	s.endTool(ctx, call, start, EventData{Error: msg, IsError: true})
+	return llm.ToolResult{CallID: call.ID, Name: call.Name, Content: s.truncate(call.Name, msg), IsError: true}
 }
 
 // executeTool is the pipeline of seed 000 §3.8: LOOKUP, VALIDATE, POLICY,
@@ -59,11 +84,13 @@ func (s *Session) executeTool(ctx context.Context, call llm.ToolCall) llm.ToolRe
 	if reason, allowed := s.checkPolicy(ctx, call); !allowed {
 		return fail(fmt.Sprintf("Tool error (%s): denied by policy: %s", call.Name, reason))
 	}
-	res, err := s.runExecutor(ctx, registered.Executor, call)
+	views := &callViews{FileViews: s.files}
+	res, err := s.runExecutor(ctx, registered.Executor, call, views)
 	if err != nil {
-		return fail(fmt.Sprintf("Tool error (%s): %v", call.Name, err))
+		s.endTool(ctx, call, start, EventData{Error: fmt.Sprintf("Tool error (%s): %v", call.Name, err), IsError: true, Files: views.recorded()})
+		return llm.ToolResult{CallID: call.ID, Name: call.Name, Content: s.truncate(call.Name, fmt.Sprintf("Tool error (%s): %v", call.Name, err)), IsError: true}
 	}
-	s.endTool(ctx, call, start, EventData{Output: res.Output, IsError: res.IsError})
+	s.endTool(ctx, call, start, EventData{Output: res.Output, IsError: res.IsError, Files: views.recorded()})
 	return llm.ToolResult{CallID: call.ID, Name: call.Name, Content: s.truncate(call.Name, res.Output),
 		IsError: res.IsError, Images: res.Images}
 }
@@ -107,23 +134,38 @@ func (s *Session) checkPolicy(ctx context.Context, call llm.ToolCall) (string, b
 }
 
 // runExecutor calls the executor, turning panics into errors.
-func (s *Session) runExecutor(ctx context.Context, exec tool.Executor, call llm.ToolCall) (res tool.Result, err error) {
+//
+// The executor sees the session's environment behind the credential-path
+// denials (pathguard.go) and views, the call's window on the session's read
+// tracking; read_file, read_many_files, grep, glob and list_dir run under
+// the per-tool timeout of the limits.
+func (s *Session) runExecutor(ctx context.Context, exec tool.Executor, call llm.ToolCall, views *callViews) (res tool.Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()
+	if d := s.cfg.Limits.timeout(call.Name); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("%s did not finish within %s; narrow it (a smaller path, a more specific pattern, a range of lines)", call.Name, d))
+		defer cancel()
+	}
 	inv := &tool.Invocation{
-		CallID: call.ID, Name: call.Name, Arguments: call.Arguments, Env: s.env,
+		CallID: call.ID, Name: call.Name, Arguments: call.Arguments,
+		Env:            &guardedEnv{ExecutionEnvironment: s.env, rules: newPathRules(s.cfg)},
 		DefaultTimeout: s.defaultTimeout(), MaxTimeout: s.cfg.MaxCommandTimeout,
 		Output: func(delta string) { s.em.emitDelta(EventToolCallOutputDelta, call.ID, delta) },
+		Files:  views,
 	}
 	if s.spawner != nil {
 		inv.Subagents = s.spawner
 	}
 	res, err = exec(ctx, inv)
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+	switch {
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		err = fmt.Errorf("aborted: %w", context.Cause(ctx))
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		err = fmt.Errorf("timed out: %w", context.Cause(ctx))
 	}
 	return res, err
 }

@@ -138,6 +138,8 @@ var matrixCases = []matrixCase{
 	}},
 	{"multi-file edit in one session", func(t *testing.T, m matrix, pv Provider) {
 		r := m.run(t, pv.New(), Script(
+			// Read first: the Anthropic profile refuses to edit unread files.
+			Tools(Call("read_file", map[string]string{"file_path": "a.go"}), Call("read_file", map[string]string{"file_path": "b.go"})),
 			Tools(EditCall(pv.Name, "a.go", "const A = 1", "const A = 2")),
 			Tools(EditCall(pv.Name, "b.go", "const B = 1", "const B = 2")),
 			Text("Both updated."),
@@ -303,6 +305,7 @@ var matrixCases = []matrixCase{
 	{"provider-specific editing format works", func(t *testing.T, m matrix, pv Provider) {
 		foreign, wrong := foreignEditCall(pv.Name, "greet.py", "print('hi')", "print('hello')")
 		r := m.run(t, pv.New(), Script(
+			Tools(Call("read_file", map[string]string{"file_path": "greet.py"})),
 			Tools(wrong),
 			scripted.Turn{Expect: ExpectResult("Unknown tool: " + foreign),
 				ToolCalls: []scripted.ToolCall{EditCall(pv.Name, "greet.py", "print('hi')", "print('hello')")}},
@@ -311,7 +314,7 @@ var matrixCases = []matrixCase{
 		if got := r.file(t, "greet.py"); got != "print('hello')\n" {
 			t.Errorf("greet.py = %q, want print('hello')", got)
 		}
-		ends := OfKind(r.events, loop.EventToolCallEnd)
+		ends := OfKind(r.events, loop.EventToolCallEnd)[1:] // after the read
 		if len(ends) != 2 || !ends[0].Data.IsError || ends[1].Data.IsError {
 			t.Fatalf("want %s rejected and the native edit to succeed: %+v", foreign, ends)
 		}

@@ -27,10 +27,14 @@ const (
 const (
 	// MaxWriteBytes caps write_file content and edit_file strings.
 	MaxWriteBytes = 10 << 20
-	// MaxPatchBytes caps the apply_patch patch text.
-	MaxPatchBytes = 10 << 20
+	// MaxPatchBytes caps the apply_patch patch text (seed 002 FR-LIM-04,
+	// max_apply_patch_bytes).
+	MaxPatchBytes = 512 << 10
 	// DefaultReadLimit is read_file's default number of lines.
 	DefaultReadLimit = 2000
+	// MaxReadLimit caps read_file's limit: the line-number prefix would
+	// otherwise let a file of empty lines grow many times over.
+	MaxReadLimit = 10000
 	// DefaultMaxResults is grep's default number of matches.
 	DefaultMaxResults = 100
 	// MaxListDepth caps list_dir's depth.

@@ -17,7 +17,15 @@
 //     error. A non-nil error is returned only when ctx is done.
 //   - Tools do not truncate their output (the loop does, seed 000 §5); they
 //     only enforce hard safety caps on input sizes (MaxWriteBytes,
-//     MaxPatchBytes).
+//     MaxPatchBytes), cap what they build before building it (edit_file
+//     results, read_file's MaxReadLimit lines) and stream at most
+//     MaxStreamBytes of a command's output.
+//   - Read tracking (Invocation.Files): read_file and every write record the
+//     SHA-256 of what the model saw; edit_file, write_file and apply_patch
+//     refuse a file changed since (StaleFile), the Anthropic variant also a
+//     file never read, and write with a compare-and-swap on that hash
+//     (tool.WriteFileIf) under a per-file lock, so concurrent edits compose
+//     or fail, never lose an update.
 //   - shell: a non-zero exit code is an error result (seed 000 ShellExitError:
 //     the model inspects the output and fixes it), and so is a timeout.
 //   - wait: a subagent that finished unsuccessfully is reported in the JSON

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -18,10 +19,12 @@ import (
 func EditFile(v Variant) tool.Registered {
 	desc := pick(v, map[Variant]string{
 		OpenAI: "Replaces an exact string in a file. old_string must match the file exactly (including indentation) and be unique unless replace_all is set; " +
-			"include enough surrounding lines to make it unique. An empty old_string creates a new file with new_string as its content.",
+			"include enough surrounding lines to make it unique. An empty old_string creates a new file with new_string as its content. " +
+			"If the file changed since you last read it, the edit is refused (StaleFile): read it again.",
 		Anthropic: "Performs exact string replacements in files.\n\n" +
 			"Usage:\n" +
-			"- You must use your read_file tool at least once in the conversation before editing. This tool will error if you attempt an edit without reading the file.\n" +
+			"- You must use your read_file tool at least once in the conversation before editing. This tool will error if you attempt an edit without reading the file, " +
+			"or if the file changed since you last read it (StaleFile): read it again, then edit.\n" +
 			"- When editing text from read_file output, ensure you preserve the exact indentation (tabs/spaces) as it appears AFTER the line number prefix. " +
 			"The line number prefix format is: line number + \" | \". Everything after that is the actual file content to match. Never include any part of the line number prefix in the old_string or new_string.\n" +
 			"- ALWAYS prefer editing existing files in the codebase. NEVER write new files unless explicitly required.\n" +
@@ -34,7 +37,8 @@ func EditFile(v Variant) tool.Registered {
 			"2. new_string MUST be the exact literal text to replace old_string with. Ensure the resulting code is correct and idiomatic.\n" +
 			"3. NEVER escape old_string or new_string, that would break the exact literal text requirement.\n" +
 			"Important: If old_string does not identify a single location, the tool fails. Include at least 3 lines of context BEFORE and AFTER the target text.\n" +
-			"To create a new file, use an empty old_string and the file content as new_string.",
+			"To create a new file, use an empty old_string and the file content as new_string.\n" +
+			"If the file changed since you last read it (by a command, another agent or the user), the edit is refused with a StaleFile error: read it again.",
 	})
 	schema := objectSchema([]string{"file_path", "old_string", "new_string"},
 		p("file_path", "string", pick(v, map[Variant]string{
@@ -60,7 +64,7 @@ func EditFile(v Variant) tool.Registered {
 	)
 	return tool.Registered{
 		Definition: tool.Definition{Name: "edit_file", Description: desc, Parameters: schema},
-		Executor:   editFile,
+		Executor:   func(ctx context.Context, inv *tool.Invocation) (tool.Result, error) { return editFile(ctx, inv, v) },
 	}
 }
 
@@ -71,7 +75,7 @@ type editArgs struct {
 	ReplaceAll flexBool `json:"replace_all"`
 }
 
-func editFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
+func editFile(ctx context.Context, inv *tool.Invocation, v Variant) (tool.Result, error) {
 	var a editArgs
 	if msg, ok := decode(inv, &a); !ok {
 		return errorResult("%s", msg)
@@ -89,12 +93,17 @@ func editFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 	if oldS == newS {
 		return errorResult("Error: old_string and new_string are identical; there is nothing to change.")
 	}
+	unlock, err := lockPaths(ctx, inv, a.FilePath)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	defer unlock()
 	exists, err := inv.Env.FileExists(ctx, a.FilePath)
 	if err != nil {
 		return envFailure(ctx, inv, "edit", a.FilePath, err)
 	}
 	if oldS == "" {
-		return createByEdit(ctx, inv, a.FilePath, newS, exists)
+		return createByEdit(ctx, inv, v, a.FilePath, newS, exists)
 	}
 	if !exists {
 		return errorResult("Error: cannot edit %s: it does not exist. To create it, use an empty old_string (or write_file).", a.FilePath)
@@ -106,6 +115,9 @@ func editFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 	if fc.Binary {
 		return errorResult("Error: cannot edit %s: it is a binary file.", a.FilePath)
 	}
+	if err := checkFresh(inv, v, a.FilePath, fc.Content); err != nil {
+		return errorResult("Error: %v. No change was made.", err)
+	}
 	content := string(fc.Content)
 
 	// A CRLF file edited with LF strings: match and write CRLF.
@@ -115,7 +127,17 @@ func editFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 		newS = strings.ReplaceAll(strings.ReplaceAll(newS, "\r\n", "\n"), "\n", "\r\n")
 	}
 
-	spans, level := findSpans(content, oldS)
+	spans, level, err := findSpans(ctx, content, oldS)
+	var many errTooManySpans
+	switch {
+	case errors.As(err, &many):
+		return errorResult("Error: %v. Use a longer old_string, or a command (e.g. sed) for mass replacements.", err)
+	case err != nil:
+		if cerr := ctx.Err(); cerr != nil {
+			return tool.Result{}, cerr
+		}
+		return errorResult("Error: cannot edit %s: %v", a.FilePath, err)
+	}
 	if len(spans) == 0 {
 		return errorResult("Error: old_string was not found in %s (not even after normalising whitespace and Unicode punctuation). "+
 			"Read the file again and copy the text exactly, including indentation.", a.FilePath)
@@ -125,7 +147,12 @@ func editFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 			"Provide more surrounding context to make it unique, or set replace_all to true to replace every occurrence.",
 			len(spans), a.FilePath, lineList(content, spans, 5))
 	}
+	if size := resultSize(content, spans, newS); size > MaxWriteBytes {
+		return errorResult("Error: the edit would make %s %d bytes (%d replacements); edit_file writes at most %d bytes. "+
+			"Replace fewer occurrences per call or use a command.", a.FilePath, size, len(spans), MaxWriteBytes)
+	}
 	var b strings.Builder
+	b.Grow(int(resultSize(content, spans, newS)))
 	pos := 0
 	for _, s := range spans {
 		b.WriteString(content[pos:s[0]])
@@ -133,9 +160,14 @@ func editFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 		pos = s[1]
 	}
 	b.WriteString(content[pos:])
-	if err := inv.Env.WriteFile(ctx, a.FilePath, []byte(b.String())); err != nil {
+	result := []byte(b.String())
+	if err := tool.WriteFileIf(ctx, inv.Env, a.FilePath, result, sha256Hex(fc.Content)); err != nil {
+		if isConflict(err) && ctx.Err() == nil {
+			return errorResult("Error: %s", conflictMessage(a.FilePath))
+		}
 		return envFailure(ctx, inv, "edit", a.FilePath, err)
 	}
+	record(inv, a.FilePath, result)
 	line := strings.Count(content[:spans[0][0]], "\n") + 1
 	out := fmt.Sprintf("Edited %s: replaced %d occurrence(s) (first at line %d).", a.FilePath, len(spans), line)
 	switch level {
@@ -147,7 +179,8 @@ func editFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 	return tool.Result{Output: out}, nil
 }
 
-func createByEdit(ctx context.Context, inv *tool.Invocation, path, content string, exists bool) (tool.Result, error) {
+func createByEdit(ctx context.Context, inv *tool.Invocation, v Variant, path, content string, exists bool) (tool.Result, error) {
+	ifSHA := ""
 	if exists {
 		fc, err := inv.Env.ReadFile(ctx, path, tool.ReadOptions{})
 		if err != nil {
@@ -157,10 +190,15 @@ func createByEdit(ctx context.Context, inv *tool.Invocation, path, content strin
 			return errorResult("Error: old_string is empty, which creates a new file, but %s already exists and is not empty. "+
 				"Provide the text to replace in old_string.", path)
 		}
+		ifSHA = sha256Hex(fc.Content)
 	}
-	if err := inv.Env.WriteFile(ctx, path, []byte(content)); err != nil {
+	if err := tool.WriteFileIf(ctx, inv.Env, path, []byte(content), ifSHA); err != nil {
+		if isConflict(err) && ctx.Err() == nil {
+			return errorResult("Error: %s", conflictMessage(path))
+		}
 		return envFailure(ctx, inv, "edit", path, err)
 	}
+	record(inv, path, []byte(content))
 	return tool.Result{Output: fmt.Sprintf("Created %s (%d bytes).", path, len(content))}, nil
 }
 
@@ -176,8 +214,11 @@ const (
 // old: exactly; else line by line ignoring whitespace differences (then also
 // Unicode punctuation); else, for a single-line old, as a fragment of one
 // line after collapsing whitespace (then also Unicode punctuation).
-func findSpans(content, old string) ([][2]int, matchLevel) {
+func findSpans(ctx context.Context, content, old string) ([][2]int, matchLevel, error) {
 	if n := strings.Count(content, old); n > 0 {
+		if n > maxEditSpans {
+			return nil, matchExact, errTooManySpans{n: n}
+		}
 		spans := make([][2]int, 0, n)
 		for from := 0; ; {
 			i := strings.Index(content[from:], old)
@@ -187,28 +228,55 @@ func findSpans(content, old string) ([][2]int, matchLevel) {
 			spans = append(spans, [2]int{from + i, from + i + len(old)})
 			from += i + len(old)
 		}
-		return spans, matchExact
+		return spans, matchExact, nil
 	}
 	if strings.TrimSpace(old) == "" {
-		return nil, matchExact
+		return nil, matchExact, nil
 	}
 	for _, f := range []patch.Fuzz{patch.FuzzTrailingWhitespace, patch.FuzzWhitespace, patch.FuzzUnicode} {
-		if spans := findLineSpans(content, old, f); len(spans) > 0 {
+		spans, err := findLineSpans(ctx, content, old, f)
+		if err != nil {
+			return nil, matchExact, err
+		}
+		if len(spans) > 0 {
 			if f == patch.FuzzUnicode {
-				return spans, matchUnicode
+				return spans, matchUnicode, nil
 			}
-			return spans, matchWhitespace
+			return spans, matchWhitespace, nil
 		}
 	}
 	if strings.Contains(strings.TrimSpace(old), "\n") {
-		return nil, matchExact
+		return nil, matchExact, nil
 	}
 	for _, lvl := range []matchLevel{matchWhitespace, matchUnicode} {
-		if spans := findFragmentSpans(content, old, lvl == matchUnicode); len(spans) > 0 {
-			return spans, lvl
+		spans, err := findFragmentSpans(ctx, content, old, lvl == matchUnicode)
+		if err != nil {
+			return nil, matchExact, err
+		}
+		if len(spans) > 0 {
+			return spans, lvl, nil
 		}
 	}
-	return nil, matchExact
+	return nil, matchExact, nil
+}
+
+// maxEditSpans caps the occurrences one edit_file call replaces.
+const maxEditSpans = 100_000
+
+// errTooManySpans is an old_string occurring more often than maxEditSpans.
+type errTooManySpans struct{ n int }
+
+func (e errTooManySpans) Error() string {
+	return fmt.Sprintf("old_string occurs %d times; edit_file replaces at most %d occurrences per call", e.n, maxEditSpans)
+}
+
+// resultSize is the size of content after replacing spans with repl.
+func resultSize(content string, spans [][2]int, repl string) int64 {
+	size := int64(len(content))
+	for _, s := range spans {
+		size += int64(len(repl)) - int64(s[1]-s[0])
+	}
+	return size
 }
 
 // findLineSpans matches the lines of old against whole lines of content,
@@ -216,7 +284,7 @@ func findSpans(content, old string) ([][2]int, matchLevel) {
 // the first line unless old starts with whitespace, and ends at the last
 // non-blank byte of the last line unless old ends with whitespace (a final
 // newline of old includes the line's newline).
-func findLineSpans(content, old string, f patch.Fuzz) [][2]int {
+func findLineSpans(ctx context.Context, content, old string, f patch.Fuzz) ([][2]int, error) {
 	o := strings.TrimSuffix(old, "\n")
 	trailingNL := len(o) < len(old)
 	o = strings.TrimSuffix(o, "\r")
@@ -249,19 +317,12 @@ func findLineSpans(content, old string, f patch.Fuzz) [][2]int {
 	startsBlank := oldLines[0] != strings.TrimLeftFunc(oldLines[0], unicode.IsSpace)
 	last := oldLines[m-1]
 	endsBlank := last != strings.TrimRightFunc(last, unicode.IsSpace)
-	var spans [][2]int
-	for i := 0; i+m <= len(lines); {
-		match := true
-		for j := range m {
-			if norm[i+j] != want[j] {
-				match = false
-				break
-			}
-		}
-		if !match {
-			i++
-			continue
-		}
+	hits, err := patch.FindLines(ctx, norm, want, 0, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	spans := make([][2]int, 0, len(hits))
+	for _, i := range hits {
 		first, lastLine := lines[i], lines[i+m-1]
 		start := first.start
 		if !startsBlank {
@@ -280,38 +341,57 @@ func findLineSpans(content, old string, f patch.Fuzz) [][2]int {
 			end = start
 		}
 		spans = append(spans, [2]int{start, end})
-		i += m
 	}
-	return spans
+	return spans, nil
 }
 
 // findFragmentSpans finds a single-line old inside lines of content after
 // collapsing whitespace (and, with punct, mapping Unicode punctuation).
-// Matches never cross a newline.
-func findFragmentSpans(content, old string, punct bool) [][2]int {
+// Matches never cross a newline. Lines are normalised one at a time, so the
+// extra memory is bounded by the longest line, and ctx is checked between
+// lines.
+func findFragmentSpans(ctx context.Context, content, old string, punct bool) ([][2]int, error) {
 	nOld, _, _ := normalizeMapped(strings.TrimSpace(old), punct)
 	if nOld == "" {
-		return nil
+		return nil, nil
 	}
-	norm, starts, ends := normalizeMapped(content, punct)
 	var spans [][2]int
-	lastEnd := 0
-	for from := 0; ; {
-		i := strings.Index(norm[from:], nOld)
-		if i < 0 {
-			break
+	for pos, n := 0, 0; pos < len(content); n++ {
+		if n%4096 == 4095 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("match old_string: %w", err)
+			}
 		}
-		i += from
-		s, e := starts[i], ends[i+len(nOld)-1]
-		// One source rune may expand to several bytes ("…" to "..."): skip
-		// matches overlapping the previous one.
-		if s >= lastEnd && !strings.Contains(content[s:e], "\n") {
-			spans = append(spans, [2]int{s, e})
-			lastEnd = e
+		end := len(content)
+		next := end
+		if i := strings.IndexByte(content[pos:], '\n'); i >= 0 {
+			end, next = pos+i, pos+i+1
 		}
-		from = i + len(nOld)
+		line := content[pos:end]
+		base := pos
+		pos = next
+		if len(line) < len(strings.Fields(nOld)) { // cannot hold the fragment
+			continue
+		}
+		norm, starts, ends := normalizeMapped(line, punct)
+		lastEnd := 0
+		for from := 0; ; {
+			i := strings.Index(norm[from:], nOld)
+			if i < 0 {
+				break
+			}
+			i += from
+			s, e := starts[i], ends[i+len(nOld)-1]
+			// One source rune may expand to several bytes ("…" to "..."):
+			// skip matches overlapping the previous one.
+			if s >= lastEnd {
+				spans = append(spans, [2]int{base + s, base + e})
+				lastEnd = e
+			}
+			from = i + len(nOld)
+		}
 	}
-	return spans
+	return spans, nil
 }
 
 // normalizeMapped collapses each run of whitespace in s to one space (and,

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -44,9 +45,9 @@ func ReadFile(v Variant) tool.Registered {
 			Gemini:    "Optional: the 1-based line number to start reading from. Use with 'limit' to page through large files.",
 		})),
 		p("limit", "integer", pick(v, map[Variant]string{
-			OpenAI:    "The maximum number of lines to return (default 2000).",
-			Anthropic: "The number of lines to read. Only provide if the file is too large to read at once.",
-			Gemini:    "Optional: the maximum number of lines to read (default 2000).",
+			OpenAI:    "The maximum number of lines to return (default 2000, at most 10000).",
+			Anthropic: "The number of lines to read (at most 10000). Only provide if the file is too large to read at once.",
+			Gemini:    "Optional: the maximum number of lines to read (default 2000, at most 10000).",
 		})),
 	)
 	return tool.Registered{
@@ -82,6 +83,9 @@ func readFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 	if !a.Limit.set || limit == 0 {
 		limit = DefaultReadLimit
 	}
+	if limit > MaxReadLimit {
+		limit = MaxReadLimit
+	}
 	fc, err := inv.Env.ReadFile(ctx, a.FilePath, tool.ReadOptions{Offset: offset, Limit: limit})
 	if err != nil {
 		return envFailure(ctx, inv, "read", a.FilePath, err)
@@ -96,12 +100,17 @@ func readFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 		return errorResult("Error: %s is a binary file (%d bytes) and cannot be read as text. Use the shell tool (e.g. `file`, `xxd | head`) to inspect it.", a.FilePath, fc.Size)
 	}
 	if fc.TotalLines == 0 {
+		record(inv, a.FilePath, fc.Content)
 		return tool.Result{Output: fmt.Sprintf("(%s is empty)", a.FilePath)}, nil
 	}
 	if offset > fc.TotalLines {
 		return errorResult("Error: offset %d is beyond the end of %s, which has %d lines.", offset, a.FilePath, fc.TotalLines)
 	}
-	out, last := numberLines(string(fc.Content), offset)
+	content, err := trackRead(ctx, inv, a.FilePath, offset, limit, fc)
+	if err != nil {
+		return envFailure(ctx, inv, "read", a.FilePath, err)
+	}
+	out, last := numberLines(string(content), offset)
 	if last < fc.TotalLines {
 		out += fmt.Sprintf("\n\n(Showing lines %d-%d of %d. Use offset=%d to read more.)", offset, last, fc.TotalLines, last+1)
 	}
@@ -138,7 +147,7 @@ func WriteFile(v Variant) tool.Registered {
 		Anthropic: "Writes a file to the local filesystem.\n\n" +
 			"Usage:\n" +
 			"- This tool will overwrite the existing file if there is one at the provided path.\n" +
-			"- If this is an existing file, you MUST use the read_file tool first to read the file's contents.\n" +
+			"- If this is an existing file, you MUST use the read_file tool first to read the file's contents. This tool will fail (StaleFile) if you did not read the file, or if it changed since you read it.\n" +
 			"- ALWAYS prefer editing existing files in the codebase. NEVER write new files unless explicitly required.\n" +
 			"- NEVER proactively create documentation files (*.md) or README files. Only create documentation files if explicitly requested by the User.",
 		Gemini: "Writes content to a specified file in the local filesystem. Creates the file and parent directories if needed; overwrites an existing file.",
@@ -157,7 +166,7 @@ func WriteFile(v Variant) tool.Registered {
 	)
 	return tool.Registered{
 		Definition: tool.Definition{Name: "write_file", Description: desc, Parameters: schema},
-		Executor:   writeFile,
+		Executor:   func(ctx context.Context, inv *tool.Invocation) (tool.Result, error) { return writeFile(ctx, inv, v) },
 	}
 }
 
@@ -166,7 +175,7 @@ type writeArgs struct {
 	Content  *string `json:"content"`
 }
 
-func writeFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
+func writeFile(ctx context.Context, inv *tool.Invocation, v Variant) (tool.Result, error) {
 	if len(inv.Arguments) > MaxWriteBytes+64<<10 {
 		return errorResult("Error: the arguments are %d bytes; write_file accepts at most %d bytes of content. Write the file in parts (write then edit) or generate it with a command.", len(inv.Arguments), MaxWriteBytes)
 	}
@@ -183,13 +192,36 @@ func writeFile(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 	if len(*a.Content) > MaxWriteBytes {
 		return errorResult("Error: content is %d bytes; write_file accepts at most %d bytes. Write the file in parts or generate it with a command.", len(*a.Content), MaxWriteBytes)
 	}
+	unlock, err := lockPaths(ctx, inv, a.FilePath)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	defer unlock()
 	existed, err := inv.Env.FileExists(ctx, a.FilePath)
 	if err != nil {
 		return envFailure(ctx, inv, "write", a.FilePath, err)
 	}
-	if err := inv.Env.WriteFile(ctx, a.FilePath, []byte(*a.Content)); err != nil {
+	content := []byte(*a.Content)
+	if existed && inv.Files != nil && requiresRead(v) {
+		// Overwriting needs a current read, as for edits.
+		fc, err := inv.Env.ReadFile(ctx, a.FilePath, tool.ReadOptions{})
+		if err != nil {
+			return envFailure(ctx, inv, "write", a.FilePath, err)
+		}
+		if err := checkFresh(inv, v, a.FilePath, fc.Content); err != nil {
+			return errorResult("Error: %v. No change was made.", err)
+		}
+		err = tool.WriteFileIf(ctx, inv.Env, a.FilePath, content, sha256Hex(fc.Content))
+		if isConflict(err) && ctx.Err() == nil {
+			return errorResult("Error: %s", conflictMessage(a.FilePath))
+		}
+		if err != nil {
+			return envFailure(ctx, inv, "write", a.FilePath, err)
+		}
+	} else if err := inv.Env.WriteFile(ctx, a.FilePath, content); err != nil {
 		return envFailure(ctx, inv, "write", a.FilePath, err)
 	}
+	record(inv, a.FilePath, content)
 	verb := "Created"
 	if existed {
 		verb = "Overwrote"
@@ -370,6 +402,7 @@ func readManyFiles(ctx context.Context, inv *tool.Invocation) (tool.Result, erro
 			notes = append(notes, fmt.Sprintf("%s: skipped, binary file", f))
 			continue
 		default:
+			record(inv, f, fc.Content)
 			fmt.Fprintf(&b, "--- %s ---\n%s", f, fc.Content)
 			if len(fc.Content) > 0 && fc.Content[len(fc.Content)-1] != '\n' {
 				b.WriteByte('\n')
@@ -402,4 +435,58 @@ func excluded(f string, patterns []string) bool {
 		}
 	}
 	return false
+}
+
+// trackRead records the model's view of a text file it just read (fc, lines
+// from offset) and returns the lines to show. When fc holds only part of the
+// file, the whole file (up to MaxTrackBytes) is read once more to hash it,
+// and the lines shown are taken from that same content, so the recorded
+// hash is exactly of the file the shown lines came from.
+func trackRead(ctx context.Context, inv *tool.Invocation, p string, offset, limit int, fc *tool.FileContent) ([]byte, error) {
+	if inv.Files == nil {
+		return fc.Content, nil
+	}
+	if offset == 1 && int64(len(fc.Content)) == fc.Size {
+		record(inv, p, fc.Content)
+		return fc.Content, nil
+	}
+	if fc.Size > MaxTrackBytes {
+		return fc.Content, nil // too large to edit: nothing to protect
+	}
+	full, err := inv.Env.ReadFile(ctx, p, tool.ReadOptions{})
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		// Above the environment's whole-file cap: not editable either, so
+		// there is nothing to protect; show the range already read.
+		return fc.Content, nil
+	}
+	if full.Binary {
+		return fc.Content, nil
+	}
+	record(inv, p, full.Content)
+	return sliceLines(full.Content, offset, limit), nil
+}
+
+// sliceLines returns lines [offset, offset+limit) (1-based) of b verbatim.
+func sliceLines(b []byte, offset, limit int) []byte {
+	start := 0
+	for line := 1; line < offset; line++ {
+		i := bytes.IndexByte(b[start:], '\n')
+		if i < 0 {
+			return nil
+		}
+		start += i + 1
+	}
+	end := start
+	for n := 0; n < limit && end < len(b); n++ {
+		i := bytes.IndexByte(b[end:], '\n')
+		if i < 0 {
+			end = len(b)
+			break
+		}
+		end += i + 1
+	}
+	return b[start:end]
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // newEnv returns a real local environment over a fresh directory.
-func newEnv(t *testing.T) (*localenv.Env, string) {
+func newEnv(t testing.TB) (*localenv.Env, string) {
 	t.Helper()
 	dir := t.TempDir()
 	env, err := localenv.New(dir)
@@ -26,7 +26,7 @@ func newEnv(t *testing.T) (*localenv.Env, string) {
 }
 
 // writeFiles creates files (relative path -> content) under dir.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
+func writeFiles(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))
@@ -55,9 +55,10 @@ type call struct {
 	subagents tool.SubagentSpawner
 	deflt     time.Duration
 	max       time.Duration
+	files     tool.FileViews // read tracking; nil disables it
 }
 
-func (c call) run(t *testing.T, reg tool.Registered, args any) (tool.Result, string) {
+func (c call) run(t testing.TB, reg tool.Registered, args any) (tool.Result, string) {
 	t.Helper()
 	var raw json.RawMessage
 	switch a := args.(type) {
@@ -80,6 +81,7 @@ func (c call) run(t *testing.T, reg tool.Registered, args any) (tool.Result, str
 		Subagents:      c.subagents,
 		DefaultTimeout: c.deflt,
 		MaxTimeout:     c.max,
+		Files:          c.files,
 		Output: func(d string) {
 			mu.Lock()
 			streamed.WriteString(d)
@@ -96,7 +98,7 @@ func (c call) run(t *testing.T, reg tool.Registered, args any) (tool.Result, str
 }
 
 // expect checks a result: error flag and substrings.
-func expect(t *testing.T, res tool.Result, isError bool, contains ...string) {
+func expect(t testing.TB, res tool.Result, isError bool, contains ...string) {
 	t.Helper()
 	if res.IsError != isError {
 		t.Errorf("IsError = %v, want %v; output:\n%s", res.IsError, isError, res.Output)
@@ -107,3 +109,6 @@ func expect(t *testing.T, res tool.Result, isError bool, contains ...string) {
 		}
 	}
 }
+
+// newViews returns empty read tracking.
+func newViews() *tool.Views { return tool.NewViews() }

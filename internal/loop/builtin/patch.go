@@ -54,7 +54,9 @@ Remember:
 - You must include a header with your intended action (Add/Delete/Update)
 - You must prefix new lines with + even when creating a new file
 - File references can only be relative, NEVER ABSOLUTE.
-- The patch is applied atomically: if any part fails, no file is changed.`
+- The patch is applied atomically: if any part fails, no file is changed.
+- *** Add File fails if the file already exists, and *** Move to fails if the destination exists: update or delete it instead.
+- If a file you read changed since (a command, another agent or the user wrote it), the patch is refused with a StaleFile error: read the file again and rebuild the patch.`
 
 // ApplyPatch returns the apply_patch tool (v4a format, seed 000 Appendix A),
 // applied atomically over the environment. The output lists the affected
@@ -66,7 +68,7 @@ func ApplyPatch(v Variant) tool.Registered {
 	)
 	return tool.Registered{
 		Definition: tool.Definition{Name: "apply_patch", Description: applyPatchDescription, Parameters: schema},
-		Executor:   applyPatch,
+		Executor:   func(ctx context.Context, inv *tool.Invocation) (tool.Result, error) { return applyPatch(ctx, inv, v) },
 	}
 }
 
@@ -75,7 +77,7 @@ type patchArgs struct {
 	Input string `json:"input"` // codex's freeform name, accepted as an alias
 }
 
-func applyPatch(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
+func applyPatch(ctx context.Context, inv *tool.Invocation, v Variant) (tool.Result, error) {
 	if len(inv.Arguments) > MaxPatchBytes+64<<10 {
 		return errorResult("Error: the patch is %d bytes; apply_patch accepts at most %d bytes. Split it into several smaller patches.", len(inv.Arguments), MaxPatchBytes)
 	}
@@ -97,23 +99,56 @@ func applyPatch(ctx context.Context, inv *tool.Invocation) (tool.Result, error) 
 	if err != nil {
 		return errorResult("%v\nNo files were changed. Fix the patch and try again.", err)
 	}
-	res, err := patch.Apply(ctx, envStore{env: inv.Env}, parsed)
+	var paths []string
+	for _, op := range parsed.Ops {
+		paths = append(paths, op.Path)
+		if op.MoveTo != "" {
+			paths = append(paths, op.MoveTo)
+		}
+	}
+	unlock, err := lockPaths(ctx, inv, paths...)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	defer unlock()
+	store := &envStore{env: inv.Env, inv: inv, variant: v, expect: map[string]string{}}
+	res, err := patch.Apply(ctx, store, parsed)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return tool.Result{}, cerr
+		}
+		var stale *StaleFileError
+		if errors.As(err, &stale) || isConflict(err) {
+			return errorResult("%v\nNo files were changed.", err)
 		}
 		if errors.Is(err, tool.ErrPathEscapes) {
 			return errorResult("%v\nNo files were changed. Paths must be inside the workspace %s.", err, inv.Env.WorkingDirectory())
 		}
 		return errorResult("%v\nNo files were changed. Read the file(s) again and fix the patch.", err)
 	}
+	for p, content := range store.written {
+		if content == nil {
+			forget(inv, p)
+		} else {
+			record(inv, p, content)
+		}
+	}
 	return tool.Result{Output: res.Summary()}, nil
 }
 
-// envStore adapts a tool.ExecutionEnvironment to patch.Store.
-type envStore struct{ env tool.ExecutionEnvironment }
+// envStore adapts a tool.ExecutionEnvironment to patch.Store. Reads check
+// the model's view of the file (StaleFile); writes are conditional on the
+// content this patch last read or wrote at that path, so a concurrent
+// change fails the patch instead of being overwritten.
+type envStore struct {
+	env     tool.ExecutionEnvironment
+	inv     *tool.Invocation
+	variant Variant
+	expect  map[string]string // path -> SHA-256 the file has now as far as this patch knows ("" = absent)
+	written map[string][]byte // final content per path (nil = deleted)
+}
 
-func (s envStore) Read(ctx context.Context, path string) ([]byte, error) {
+func (s *envStore) Read(ctx context.Context, path string) ([]byte, error) {
 	fc, err := s.env.ReadFile(ctx, path, tool.ReadOptions{})
 	if err != nil {
 		return nil, err
@@ -121,17 +156,50 @@ func (s envStore) Read(ctx context.Context, path string) ([]byte, error) {
 	if fc.Binary {
 		return nil, fmt.Errorf("%s is a binary file; apply_patch edits text files only", path)
 	}
+	if err := checkFresh(s.inv, s.variant, path, fc.Content); err != nil {
+		return nil, err
+	}
+	s.expect[path] = sha256Hex(fc.Content)
 	return fc.Content, nil
 }
 
-func (s envStore) Write(ctx context.Context, path string, data []byte) error {
-	return s.env.WriteFile(ctx, path, data)
+func (s *envStore) Write(ctx context.Context, path string, data []byte) error {
+	want, known := s.expect[path]
+	var err error
+	if known {
+		err = tool.WriteFileIf(ctx, s.env, path, data, want)
+	} else {
+		// Not read by this patch: an Add File (or a move destination), which
+		// must not exist.
+		err = tool.WriteFileIf(ctx, s.env, path, data, "")
+	}
+	if err != nil {
+		if isConflict(err) {
+			return &StaleFileError{File: path, Reason: "the file was changed by someone else while the patch was being applied"}
+		}
+		return err
+	}
+	s.expect[path] = sha256Hex(data)
+	s.remember(path, data)
+	return nil
 }
 
-func (s envStore) Delete(ctx context.Context, path string) error {
-	return s.env.DeleteFile(ctx, path)
+func (s *envStore) Delete(ctx context.Context, path string) error {
+	if err := s.env.DeleteFile(ctx, path); err != nil {
+		return err
+	}
+	s.expect[path] = ""
+	s.remember(path, nil)
+	return nil
 }
 
-func (s envStore) Exists(ctx context.Context, path string) (bool, error) {
+func (s *envStore) Exists(ctx context.Context, path string) (bool, error) {
 	return s.env.FileExists(ctx, path)
+}
+
+func (s *envStore) remember(path string, data []byte) {
+	if s.written == nil {
+		s.written = map[string][]byte{}
+	}
+	s.written[path] = data
 }

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -122,7 +123,7 @@ func TestApplyPatchTooLarge(t *testing.T) {
 	env, dir := newEnv(t)
 	big := "*** Begin Patch\n*** Add File: big.txt\n" + strings.Repeat("+xxxxxxxxxxxxxxx\n", MaxPatchBytes/16+1) + "*** End Patch"
 	res, _ := call{env: env}.run(t, ApplyPatch(OpenAI), map[string]any{"patch": big})
-	expect(t, res, true, "at most 10485760 bytes")
+	expect(t, res, true, fmt.Sprintf("at most %d bytes", MaxPatchBytes))
 	if got := snapshot(t, dir); len(got) != 0 {
 		t.Errorf("files written: %v", got)
 	}

@@ -116,7 +116,7 @@ func shell(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 	}
 	res, err := inv.Env.ExecCommand(ctx, a.Command, tool.ExecOptions{
 		Timeout:  timeout,
-		OnOutput: func(chunk []byte) { out(string(chunk)) },
+		OnOutput: capStream(MaxStreamBytes, out),
 	})
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -146,4 +146,35 @@ func shell(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 		b.WriteString(KilledMessage)
 	}
 	return tool.Result{Output: b.String(), IsError: res.TimedOut || res.ExitCode != 0}, nil
+}
+
+// MaxStreamBytes caps the output one shell call streams as
+// TOOL_CALL_OUTPUT_DELTA events: the model sees at most the (truncated)
+// final output, so the live view of a command printing gigabytes stops
+// after this much, with one marker, instead of flooding the event stream.
+const MaxStreamBytes = 1 << 20
+
+// streamCappedMarker ends the streamed output of a call that hit the cap.
+const streamCappedMarker = "\n[streamed output capped at %d bytes; the command keeps running and its final output is truncated as usual]\n"
+
+// capStream returns an OnOutput callback forwarding at most max bytes of
+// chunks to out, then the marker once, then nothing. It is called from one
+// goroutine per command.
+func capStream(max int, out func(string)) func([]byte) {
+	sent := 0
+	return func(chunk []byte) {
+		if sent > max {
+			return
+		}
+		if sent+len(chunk) > max {
+			if rest := max - sent; rest > 0 {
+				out(string(chunk[:rest]))
+			}
+			out(fmt.Sprintf(streamCappedMarker, max))
+			sent = max + 1
+			return
+		}
+		sent += len(chunk)
+		out(string(chunk))
+	}
 }

@@ -54,6 +54,14 @@ func (e *Env) ReadFile(ctx context.Context, p string, opts tool.ReadOptions) (*t
 	if limit <= 0 {
 		limit = e.cfg.maxReadBytes
 	}
+	if st.Size() > limit && (opts.Offset > 1 || opts.Limit > 0) {
+		// A range of a large file: stream it, keeping only the selection.
+		sel, total, binary, err := readRange(ctx, f, opts.Offset, opts.Limit, e.cfg.maxScanBytes)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", p, err)
+		}
+		return &tool.FileContent{Content: sel, TotalLines: total, Size: st.Size(), Binary: binary}, nil
+	}
 	if st.Size() > limit {
 		return nil, fmt.Errorf("read %s: %w: %d bytes, the limit is %d bytes; read a range of lines with offset and limit or use a command", p, ErrTooLarge, st.Size(), limit)
 	}

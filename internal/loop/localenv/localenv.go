@@ -32,6 +32,7 @@ type Env struct {
 	fsys      *os.Root // root of all file operations ("/" when not confined)
 	fsysBase  string   // directory fsys is opened on
 	cfg       config
+	cas       casLocks // serializes WriteFileIf per path
 }
 
 var _ tool.ExecutionEnvironment = (*Env)(nil)
@@ -42,6 +43,7 @@ type config struct {
 	baseEnv      []string
 	baseEnvSet   bool
 	maxReadBytes int64
+	maxScanBytes int64
 	maxOutput    int
 	killGrace    time.Duration
 	shell        string
@@ -70,6 +72,10 @@ func WithBaseEnv(env []string) Option {
 // WithMaxReadBytes sets the default size cap of ReadFile (default 10 MiB).
 func WithMaxReadBytes(n int64) Option { return func(c *config) { c.maxReadBytes = n } }
 
+// WithMaxScanBytes caps the selected bytes of a ranged read of a file above
+// the read cap (default DefaultMaxScanBytes, 2 MiB).
+func WithMaxScanBytes(n int64) Option { return func(c *config) { c.maxScanBytes = n } }
+
 // WithMaxOutput caps the bytes kept per output stream of a command (default
 // 16 MiB); later output is dropped and a marker appended.
 func WithMaxOutput(n int) Option { return func(c *config) { c.maxOutput = n } }
@@ -92,6 +98,7 @@ func New(root string, opts ...Option) (*Env, error) {
 		confine:      true,
 		policy:       tool.EnvInheritCore,
 		maxReadBytes: DefaultMaxReadBytes,
+		maxScanBytes: DefaultMaxScanBytes,
 		maxOutput:    DefaultMaxOutput,
 		killGrace:    DefaultKillGrace,
 		useRipgrep:   true,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -195,7 +196,7 @@ func Apply(ctx context.Context, store Store, p *Patch) (*Result, error) {
 			if err != nil {
 				return nil, &ApplyError{Op: op.Kind, Path: op.Path, Msg: "cannot read the file", Err: err}
 			}
-			newContent, change, err := applyHunks(op, string(data))
+			newContent, change, err := applyHunks(ctx, op, string(data))
 			if err != nil {
 				return nil, err
 			}
@@ -284,29 +285,53 @@ func countLines(s string) int {
 	return n
 }
 
-// applyHunks applies the hunks of an Update File to content.
-func applyHunks(op Operation, content string) (string, FileChange, error) {
-	change := FileChange{Kind: OpUpdate, Path: op.Path, Hunks: len(op.Hunks)}
-	crlf := strings.Contains(content, "\r\n")
-	finalNewline := content == "" || strings.HasSuffix(content, "\n")
-	body := content
-	if strings.HasSuffix(body, "\n") {
-		body = body[:len(body)-1]
-	}
-	var lines []string
-	if content != "" {
-		lines = strings.Split(body, "\n")
-	}
-	if crlf {
-		for i, l := range lines {
-			lines[i] = strings.TrimSuffix(l, "\r")
+// splitKeepEndings splits content into lines without their endings and
+// returns each line's own ending ("\r\n", "\n", or "" for a last line
+// without one) and the ending new lines get: the file's more frequent one
+// (CRLF on a tie with at least one CRLF), as the reference implementation
+// detects it.
+func splitKeepEndings(content string) (lines, endings []string, eol string) {
+	crlf, lf := 0, 0
+	for pos := 0; pos < len(content); {
+		i := strings.IndexByte(content[pos:], '\n')
+		if i < 0 {
+			lines = append(lines, content[pos:])
+			endings = append(endings, "")
+			break
 		}
+		end := pos + i
+		ending := "\n"
+		if end > pos && content[end-1] == '\r' {
+			end--
+			ending = "\r\n"
+			crlf++
+		} else {
+			lf++
+		}
+		lines = append(lines, content[pos:end])
+		endings = append(endings, ending)
+		pos += i + 1
 	}
+	eol = "\n"
+	if crlf > 0 && crlf >= lf {
+		eol = "\r\n"
+	}
+	return lines, endings, eol
+}
+
+// applyHunks applies the hunks of an Update File to content. Every line
+// keeps its own line ending (a file with mixed endings stays mixed); added
+// lines get the file's prevailing ending. A file that lacked a final newline
+// keeps lacking it only if its last line was not touched.
+func applyHunks(ctx context.Context, op Operation, content string) (string, FileChange, error) {
+	change := FileChange{Kind: OpUpdate, Path: op.Path, Hunks: len(op.Hunks)}
+	lines, endings, eol := splitKeepEndings(content)
 	idx := newLineIndex(lines)
 
+	type line struct{ text, ending string }
 	type replacement struct {
 		start, n int
-		with     []string
+		with     []line
 	}
 	var reps []replacement
 	cursor := 0
@@ -318,16 +343,19 @@ func applyHunks(op Operation, content string) (string, FileChange, error) {
 		from := cursor
 		hinted := false
 		if h.Hint != "" {
-			at, _ := idx.findHint(h.Hint, cursor)
+			at, _, err := idx.findHint(ctx, h.Hint, cursor)
+			if err != nil {
+				return "", change, err
+			}
 			if at < 0 {
 				return "", change, herr("context hint %q (the text after @@) not found after line %d; "+
 					"the hint must be a line of the file, and hunks must be in file order", truncateForMsg(h.Hint), cursor)
 			}
-			from = at
+			from = at // the hint line may itself be the first context line
 			hinted = true
 		}
 		old := h.oldLines()
-		var newLines []string
+		var newLines []line
 		for _, l := range h.Lines {
 			switch l.Kind {
 			case Insert:
@@ -337,22 +365,24 @@ func applyHunks(op Operation, content string) (string, FileChange, error) {
 			}
 		}
 		if len(old) == 0 {
-			// Addition only: after the hint line, else at the end of the file.
+			// Addition only: right after the hint line, else at the end of
+			// the file. It does not move the cursor, so a later hunk may
+			// still change lines before the end (as in the reference).
 			at := len(lines)
 			if hinted && !h.EndOfFile {
 				at = from + 1
-			}
-			if at < cursor {
-				at = cursor
+				cursor = at
 			}
 			for _, l := range h.Lines {
-				newLines = append(newLines, l.Text)
+				newLines = append(newLines, line{l.Text, eol})
 			}
 			reps = append(reps, replacement{start: at, n: 0, with: newLines})
-			cursor = at
 			continue
 		}
-		hits, fuzz := idx.find(old, from, h.EndOfFile, 2)
+		hits, fuzz, err := idx.find(ctx, old, from, h.EndOfFile, 2)
+		if err != nil {
+			return "", change, err
+		}
 		if len(hits) == 0 && len(old) > 1 && old[len(old)-1] == "" {
 			// Models often end a hunk with a blank context line the file lacks.
 			trimmed := *h
@@ -361,7 +391,10 @@ func applyHunks(op Operation, content string) (string, FileChange, error) {
 				h = &trimmed
 				old = h.oldLines()
 				if len(old) > 0 {
-					hits, fuzz = idx.find(old, from, h.EndOfFile, 2)
+					hits, fuzz, err = idx.find(ctx, old, from, h.EndOfFile, 2)
+					if err != nil {
+						return "", change, err
+					}
 				}
 			}
 		}
@@ -382,38 +415,73 @@ func applyHunks(op Operation, content string) (string, FileChange, error) {
 		if fuzz > change.Fuzz {
 			change.Fuzz = fuzz
 		}
+		// Lines taking the place of a removed line inherit its ending; the
+		// file's own text and ending are kept for context lines.
 		j := at
+		pendingEnding := ""
 		for _, l := range h.Lines {
 			switch l.Kind {
 			case Context:
-				newLines = append(newLines, lines[j]) // keep the file's own text
+				newLines = append(newLines, line{lines[j], endings[j]})
 				j++
+				pendingEnding = ""
 			case Remove:
+				if pendingEnding == "" {
+					pendingEnding = endings[j]
+				}
 				j++
 			case Insert:
-				newLines = append(newLines, l.Text)
+				e := eol
+				if pendingEnding != "" {
+					e = pendingEnding
+				}
+				newLines = append(newLines, line{l.Text, e})
 			}
 		}
 		reps = append(reps, replacement{start: at, n: len(old), with: newLines})
 		cursor = at + len(old)
 	}
+	// Additions at the end of the file may come before hunks that change
+	// earlier lines: order by position, keeping patch order on ties.
+	slices.SortStableFunc(reps, func(a, b replacement) int { return a.start - b.start })
 
-	var out []string
+	var b strings.Builder
+	b.Grow(len(content) + 64)
 	pos := 0
+	lastTouched := false
+	open := false // the last line written has no ending yet
+	write := func(l line) {
+		if open {
+			b.WriteString(eol) // a line follows the file's unterminated last line
+		}
+		b.WriteString(l.text)
+		b.WriteString(l.ending)
+		open = l.ending == ""
+	}
 	for _, r := range reps {
-		out = append(out, lines[pos:r.start]...)
-		out = append(out, r.with...)
+		if r.start < pos {
+			return "", change, &ApplyError{Op: OpUpdate, Path: op.Path,
+				Msg: "two hunks change overlapping lines; merge them into one hunk"}
+		}
+		for k := pos; k < r.start; k++ {
+			write(line{lines[k], endings[k]})
+		}
+		for _, l := range r.with {
+			write(l)
+		}
 		pos = r.start + r.n
+		if pos == len(lines) {
+			lastTouched = true
+		}
 	}
-	out = append(out, lines[pos:]...)
-	sep := "\n"
-	if crlf {
-		sep = "\r\n"
+	for k := pos; k < len(lines); k++ {
+		write(line{lines[k], endings[k]})
 	}
-	result := strings.Join(out, sep)
-	// Keep a missing final newline only when the last line was not touched.
-	if len(out) > 0 && (finalNewline || pos == len(lines)) {
-		result += sep
+	result := b.String()
+	// The file's last line had no newline: it keeps lacking one only when
+	// it was not touched.
+	if lastTouched && result != "" && !strings.HasSuffix(result, "\n") {
+		result += eol
 	}
 	return result, change, nil
 }

@@ -1,6 +1,8 @@
 package patch
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"unicode"
 )
@@ -128,36 +130,108 @@ func normalizeAll(lines []string, f Fuzz) []string {
 	return out
 }
 
+// ctxCheckEvery is how many lines the matchers scan between checks of the
+// context.
+const ctxCheckEvery = 4096
+
+// FindLines returns the positions >= from in lines where pattern occurs as a
+// run of consecutive equal lines, at most limit of them (limit < 1 means
+// all). With overlap, a match may start inside the previous one; without,
+// the search resumes after it. It runs in O(len(lines) + len(pattern)) line
+// comparisons (Knuth-Morris-Pratt over line identities), so a near-miss
+// pattern in a large file costs no more than a single scan, and it checks
+// ctx while scanning.
+func FindLines(ctx context.Context, lines, pattern []string, from, limit int, overlap bool) ([]int, error) {
+	m := len(pattern)
+	if m == 0 || from < 0 || from+m > len(lines) {
+		return nil, nil
+	}
+	// Intern the pattern's lines; a file line not in the pattern can never
+	// match any pattern position.
+	ids := make(map[string]int, m)
+	pat := make([]int, m)
+	for i, l := range pattern {
+		id, ok := ids[l]
+		if !ok {
+			id = len(ids)
+			ids[l] = id
+		}
+		pat[i] = id
+	}
+	fail := make([]int, m)
+	for i, k := 1, 0; i < m; i++ {
+		for k > 0 && pat[i] != pat[k] {
+			k = fail[k-1]
+		}
+		if pat[i] == pat[k] {
+			k++
+		}
+		fail[i] = k
+	}
+	var hits []int
+	j := 0
+	for i := from; i < len(lines); i++ {
+		if (i-from)%ctxCheckEvery == ctxCheckEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("match lines: %w", err)
+			}
+		}
+		id, ok := ids[lines[i]]
+		if !ok {
+			j = 0
+			continue
+		}
+		for j > 0 && id != pat[j] {
+			j = fail[j-1]
+		}
+		if id == pat[j] {
+			j++
+		}
+		if j == m {
+			hits = append(hits, i-m+1)
+			if limit > 0 && len(hits) >= limit {
+				return hits, nil
+			}
+			if overlap {
+				j = fail[m-1]
+			} else {
+				j = 0
+			}
+		}
+	}
+	return hits, nil
+}
+
 // find returns the positions >= from (or only the final position when
 // atEOF) where pattern matches, at the strictest level with any match, and
 // that level. Pattern must not be empty. At most limit positions are
-// returned.
-func (x *lineIndex) find(pattern []string, from int, atEOF bool, limit int) ([]int, Fuzz) {
+// returned. The cost is linear in the file and the pattern per level.
+func (x *lineIndex) find(ctx context.Context, pattern []string, from int, atEOF bool, limit int) ([]int, Fuzz, error) {
 	n, m := len(x.lines), len(pattern)
 	if m == 0 || m > n || from > n-m {
-		return nil, FuzzExact
-	}
-	start := from
-	if atEOF {
-		start = n - m
+		return nil, FuzzExact, nil
 	}
 	for _, f := range fuzzLevels {
+		if err := ctx.Err(); err != nil {
+			return nil, FuzzExact, fmt.Errorf("match lines: %w", err)
+		}
 		lines := x.at(f)
 		pat := normalizeAll(pattern, f)
-		var hits []int
-		for i := start; i <= n-m; i++ {
-			if equalAt(lines, i, pat) {
-				hits = append(hits, i)
-				if len(hits) >= limit {
-					break
-				}
+		if atEOF {
+			if equalAt(lines, n-m, pat) {
+				return []int{n - m}, f, nil
 			}
+			continue
+		}
+		hits, err := FindLines(ctx, lines, pat, from, limit, true)
+		if err != nil {
+			return nil, FuzzExact, err
 		}
 		if len(hits) > 0 {
-			return hits, f
+			return hits, f, nil
 		}
 	}
-	return nil, FuzzExact
+	return nil, FuzzExact, nil
 }
 
 func equalAt(lines []string, i int, pat []string) bool {
@@ -171,19 +245,28 @@ func equalAt(lines []string, i int, pat []string) bool {
 
 // findHint returns the first line >= from matching hint (at any fuzz level,
 // then as a substring of a line ignoring whitespace), or -1.
-func (x *lineIndex) findHint(hint string, from int) (int, Fuzz) {
-	if hits, f := x.find([]string{hint}, from, false, 1); len(hits) > 0 {
-		return hits[0], f
+func (x *lineIndex) findHint(ctx context.Context, hint string, from int) (int, Fuzz, error) {
+	hits, f, err := x.find(ctx, []string{hint}, from, false, 1)
+	if err != nil || len(hits) > 0 {
+		if len(hits) > 0 {
+			return hits[0], f, nil
+		}
+		return -1, FuzzExact, err
 	}
 	want := FuzzUnicode.Normalize(hint)
 	if want == "" {
-		return -1, FuzzExact
+		return -1, FuzzExact, nil
 	}
 	lines := x.at(FuzzUnicode)
 	for i := from; i < len(lines); i++ {
+		if (i-from)%ctxCheckEvery == ctxCheckEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return -1, FuzzExact, fmt.Errorf("match hint: %w", err)
+			}
+		}
 		if strings.Contains(lines[i], want) {
-			return i, FuzzUnicode
+			return i, FuzzUnicode, nil
 		}
 	}
-	return -1, FuzzExact
+	return -1, FuzzExact, nil
 }

@@ -191,7 +191,9 @@ func cleanPath(raw string, line int, header string) (string, error) {
 func (p *parser) parse() error {
 	for p.i < len(p.lines) {
 		raw := p.lines[p.i]
-		l := strings.TrimRight(raw, " \t")
+		// Operation headers may be indented, as models sometimes write them
+		// (the reference parser trims them too).
+		l := strings.TrimSpace(raw)
 		switch {
 		case hasHeader(l, AddPrefix):
 			if err := p.parseAdd(l); err != nil {
@@ -229,7 +231,7 @@ func (p *parser) parseAdd(header string) error {
 	var b strings.Builder
 	for p.i < len(p.lines) {
 		l := p.lines[p.i]
-		if isFileHeader(l) {
+		if isFileHeader(strings.TrimLeft(l, " \t")) {
 			break
 		}
 		rest, ok := strings.CutPrefix(l, "+")
@@ -282,6 +284,10 @@ func (p *parser) parseUpdate(header string) error {
 		}
 		trimmed := strings.TrimRight(raw, " \t")
 		switch {
+		case strings.TrimSpace(raw) == "" && (closed || cur == nil):
+			// Blank lines between hunks (after "*** End of File", or before
+			// the first hunk) separate them; inside a hunk a blank line is
+			// an empty context line.
 		case strings.HasPrefix(trimmed, "@@"):
 			if err := finish(); err != nil {
 				return err

@@ -1,0 +1,90 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sync"
+
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// pathLocks serializes the mutations (write_file, delete_file) of each
+// path inside the executor, so concurrent edits of one file from one round
+// or from subagents sharing the workspace apply one at a time; different
+// paths stay parallel. The zero value is ready to use.
+type pathLocks struct {
+	mu    sync.Mutex
+	locks map[string]*pathLock
+}
+
+type pathLock struct {
+	ch   chan struct{} // capacity 1: holding the token is holding the lock
+	refs int
+}
+
+// lock waits for the lock of p (cleaned; relative paths are taken as given,
+// which is how the environment resolves them against one working directory)
+// or for ctx to end.
+func (l *pathLocks) lock(ctx context.Context, p string) (func(), error) {
+	key := path.Clean(p)
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[string]*pathLock{}
+	}
+	pl := l.locks[key]
+	if pl == nil {
+		pl = &pathLock{ch: make(chan struct{}, 1)}
+		l.locks[key] = pl
+	}
+	pl.refs++
+	l.mu.Unlock()
+	release := func() {
+		l.mu.Lock()
+		pl.refs--
+		if pl.refs == 0 {
+			delete(l.locks, key)
+		}
+		l.mu.Unlock()
+	}
+	select {
+	case pl.ch <- struct{}{}:
+		return func() { <-pl.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, fmt.Errorf("wait for other writes of %s: %w", p, ctx.Err())
+	}
+}
+
+// write runs one write_file request under the path's lock: a conditional
+// write when a.IfSHA256 is set (tool.ErrConflict if the file changed), a
+// plain one otherwise.
+func (s *server) write(ctx context.Context, a PathArgs) error {
+	unlock, err := s.paths.lock(ctx, a.Path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if a.IfSHA256 != nil {
+		return tool.WriteFileIf(ctx, s.env, a.Path, a.Content, *a.IfSHA256)
+	}
+	return s.env.WriteFile(ctx, a.Path, a.Content)
+}
+
+// remove runs one delete_file request under the path's lock.
+func (s *server) remove(ctx context.Context, a PathArgs) error {
+	unlock, err := s.paths.lock(ctx, a.Path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.env.DeleteFile(ctx, a.Path)
+}
+
+// WriteFileIf implements tool.ConditionalWriter: the executor writes content
+// only if the file's current SHA-256 is ifSHA256 ("" = the file must not
+// exist), serialized with every other mutation of the path. An executor
+// that predates the field ignores it and writes unconditionally.
+func (c *Client) WriteFileIf(ctx context.Context, path string, content []byte, ifSHA256 string) error {
+	return c.do(ctx, OpWriteFile, PathArgs{Path: path, Content: content, IfSHA256: &ifSHA256}, nil, nil)
+}
