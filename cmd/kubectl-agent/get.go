@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/events/render"
 )
 
 func newGetCmd(g *globals) *cobra.Command {
@@ -35,10 +36,13 @@ func newGetCmd(g *globals) *cobra.Command {
 			if err := c.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {
 				return fmt.Errorf("list agentsessions in %s: %w", ns, err)
 			}
+			// Names, conditions, errors and results come from the cluster
+			// (and the model): printed sanitized (FR-OUT-02).
+			out := render.NewWriter(cmd.OutOrStdout())
 			if len(args) == 1 {
-				return describe(cmd.OutOrStdout(), &s, list.Items)
+				return describe(out, &s, list.Items)
 			}
-			return table(cmd.OutOrStdout(), list.Items, time.Now())
+			return table(out, list.Items, time.Now())
 		},
 	}
 }

@@ -155,3 +155,34 @@ func hasLine(out string, fields []string) bool {
 	}
 	return false
 }
+
+// TestGetPrintsTheStatusInert: a result and an error the model wrote with
+// escape sequences print without a control character (FR-OUT-02).
+func TestGetPrintsTheStatusInert(t *testing.T) {
+	ctx := t.Context()
+	c := kubeClient(t)
+	s := session("hostile-status", "", 5, v1alpha1.PhaseFailed)
+	s.UID = ""
+	status := s.Status
+	if err := c.Create(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	status.Result = "done\x1b]0;owned\x07\x1b[2J\u009b31m!"
+	status.Error = "bad\x1b[1A\rhidden"
+	s.Status = status
+	if err := c.Status().Update(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cli(t, "", "get", "hostile-status")
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if strings.ContainsAny(out, "\x1b\x07\r\u009b") {
+		t.Errorf("get printed a control character: %q", out)
+	}
+	for _, want := range []string{"Result:\ndone!\n", "bad^Mhidden"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("get printed no %q: %q", want, out)
+		}
+	}
+}

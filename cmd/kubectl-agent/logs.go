@@ -88,7 +88,7 @@ func sessionRef(ctx context.Context, c client.Client, ns, name string) (events.S
 }
 
 func (g *globals) logs(ctx context.Context, w io.Writer, ref events.SessionRef, o *logsOptions) error {
-	nc, closeNATS, err := g.nats(ctx)
+	nc, closeNATS, err := g.nats(ctx, ref.Namespace)
 	if err != nil {
 		return err
 	}
@@ -187,7 +187,9 @@ func childRefs(ctx context.Context, c client.Client, parent events.SessionRef) (
 // eventPrinter returns the function printing one event for o.
 func eventPrinter(w io.Writer, o *logsOptions) func(loop.Event) error {
 	if o.raw {
-		enc := json.NewEncoder(w)
+		// JSON escapes the C0 controls; the JSON writer escapes DEL, C1
+		// and bidi controls too, leaving the values as they are.
+		enc := json.NewEncoder(render.NewJSONWriter(w))
 		return func(ev loop.Event) error { return enc.Encode(ev) }
 	}
 	r := render.New(w, render.Options{Deltas: o.follow, MaxOutputLines: o.maxOutputLines, Timestamps: o.timestamps, Indent: o.indent})

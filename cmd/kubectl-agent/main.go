@@ -18,6 +18,7 @@ import (
 
 	"github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/events"
+	"github.com/agent-operator/agent-operator/internal/events/render"
 )
 
 // globals are the flags shared by all subcommands.
@@ -31,6 +32,7 @@ type globals struct {
 	stream            events.StreamConfig
 	operatorNamespace string
 	natsPort          int
+	credentialsPort   int
 }
 
 func main() {
@@ -54,6 +56,8 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
+	// Messages may quote the session's status error or a server's answer.
+	stderr = render.NewWriter(stderr)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		fmt.Fprintln(stderr, ee.msg)
@@ -82,6 +86,8 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.operatorNamespace, "operator-namespace", os.Getenv("AGENT_OPERATOR_NAMESPACE"),
 		"namespace of the manager whose embedded NATS to port-forward (env AGENT_OPERATOR_NAMESPACE; default: search every namespace)")
 	f.IntVar(&g.natsPort, "nats-port", 4222, "client port of the embedded NATS server in the manager pod")
+	f.IntVar(&g.credentialsPort, "reader-credentials-port", 8443,
+		"port of the manager's endpoint that gives a read-only NATS credential for a namespace to callers Kubernetes RBAC allows")
 	f.StringVar(&g.natsConn.CredsFile, "nats-creds", "", "NATS credentials file")
 	f.StringVar(&g.natsConn.NKeySeedFile, "nats-nkey", "", "NATS NKey seed file")
 	f.StringVar(&g.natsConn.CAFile, "nats-ca", "", "CA file to verify the NATS server")
@@ -126,11 +132,15 @@ func (g *globals) kube() (client.Client, string, error) {
 }
 
 // nats connects to the events server: --nats-url, else the manager's
-// embedded server through a port-forward. Call the returned function to
-// close the connection (and the port-forward).
-func (g *globals) nats(ctx context.Context) (*nats.Conn, func(), error) {
+// embedded server through a port-forward, with a read-only credential for
+// namespace that the manager issues after asking Kubernetes RBAC whether
+// the kubeconfig's user may get the AgentSessions there (see
+// readerCredential). Call the returned function to close the connection
+// (and the port-forwards).
+func (g *globals) nats(ctx context.Context, namespace string) (*nats.Conn, func(), error) {
 	g.natsConn.Name = "kubectl-agent"
 	url, stop := g.natsURL, func() {}
+	var credErr error
 	if url == "" {
 		cfg, err := g.clientConfig().ClientConfig()
 		if err != nil {
@@ -149,11 +159,20 @@ func (g *globals) nats(ctx context.Context) (*nats.Conn, func(), error) {
 			return nil, nil, err
 		}
 		url, stop = fmt.Sprintf("nats://127.0.0.1:%d", port), stopForward
+		cred, err := readerCredential(ctx, cfg, pod, g.credentialsPort, namespace)
+		switch {
+		case errors.Is(err, errNoCredentialEndpoint):
+			credErr = err // try without: the server may not require credentials
+		case err != nil:
+			stop()
+			return nil, nil, err
+		}
+		g.natsConn.Reader = cred
 	}
 	nc, err := events.Connect(ctx, url, g.natsConn)
 	if err != nil {
 		stop()
-		return nil, nil, err
+		return nil, nil, errors.Join(err, credErr)
 	}
 	return nc, func() { nc.Close(); stop() }, nil
 }

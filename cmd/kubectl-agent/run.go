@@ -18,6 +18,7 @@ import (
 
 	"github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/events"
+	"github.com/agent-operator/agent-operator/internal/events/render"
 	"github.com/agent-operator/agent-operator/internal/loop"
 )
 
@@ -81,7 +82,9 @@ passed, 5 awaiting input (the agent asked a question), 1 any other error.
 				fmt.Fprintln(cmd.OutOrStdout(), s.Name)
 				return nil
 			}
-			return g.await(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c, s, o)
+			// The result, errors and events come from the model: printed
+			// sanitized (FR-OUT-02).
+			return g.await(cmd.Context(), render.NewWriter(cmd.OutOrStdout()), render.NewWriter(cmd.ErrOrStderr()), c, s, o)
 		},
 	}
 	f := cmd.Flags()

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/runner"
 )
 
 // Quota: a namespace runs at most a given number of top-level sessions at
@@ -23,16 +24,19 @@ import (
 // creation order, when a slot frees. A slot is held from the moment a
 // session's pod is created until the session is Succeeded, Failed or Aborted
 // (a Succeeded session that receives a follow-up message runs again in its
-// kept pod without asking). Child sessions are not counted: they are bounded
-// by their parent's subagents.maxChildren and maxDepth, and holding them back
-// could deadlock a parent waiting for them.
+// kept pod without asking). Every session counts, children included. A
+// child the manager spawned (its controller ownerReference is the parent its
+// parentRef names, see runner.OwnedByParent) is never held back: holding it
+// could deadlock a parent waiting for it, and it is bounded by its parent's
+// subagents.maxChildren and maxDepth. A session that only claims a parent
+// (a parentRef written by hand) is held like any top-level session.
 
 // quotaPoll is how often a session held by the quota looks for a free slot.
 const quotaPoll = 5 * time.Second
 
 // quotaHold returns why s must wait for a slot, or "" when it may start.
 func (r *Reconciler) quotaHold(ctx context.Context, s *agentsv1.AgentSession) (string, error) {
-	if s.Spec.ParentRef != nil {
+	if runner.OwnedByParent(s) {
 		return "", nil
 	}
 	ns := &corev1.Namespace{}
@@ -78,8 +82,8 @@ func sessionLimit(flag int, annotation string) (limit int, source, bad string) {
 	return limit, source, ""
 }
 
-// sessionsAhead counts the top-level sessions of the namespace that hold a
-// slot or queue before s: not final, not being deleted or aborted, and
+// sessionsAhead counts the sessions of the namespace (children too) that
+// hold a slot or queue before s: not final, not being deleted or aborted, and
 // either started (a pod was created) or created before s. Counting the older
 // Pending ones keeps the order fair and makes a stale cache err on the side
 // of waiting.
@@ -87,7 +91,7 @@ func sessionsAhead(s *agentsv1.AgentSession, all []agentsv1.AgentSession) int {
 	n := 0
 	for i := range all {
 		o := &all[i]
-		if o.UID == s.UID || o.Spec.ParentRef != nil || o.DeletionTimestamp != nil || o.Spec.Abort || o.Status.Phase.IsFinal() {
+		if o.UID == s.UID || o.DeletionTimestamp != nil || o.Spec.Abort || o.Status.Phase.IsFinal() {
 			continue
 		}
 		if holdsSlot(o) || createdBefore(o, s) {

@@ -62,12 +62,12 @@ func TestSessionsAhead(t *testing.T) {
 		mk("failed", time.Hour, agentsv1.PhaseFailed),             // final
 		mk("awaiting", time.Hour, agentsv1.PhaseAwaitingInput),    // counts
 		mk("aborting", time.Hour, agentsv1.PhaseRunning, func(s *agentsv1.AgentSession) { s.Spec.Abort = true }),
-		mk("child", time.Hour, agentsv1.PhaseRunning, func(s *agentsv1.AgentSession) { s.Spec.ParentRef = &agentsv1.ParentReference{Name: "running"} }),
+		mk("child", time.Hour, agentsv1.PhaseRunning, func(s *agentsv1.AgentSession) { s.Spec.ParentRef = &agentsv1.ParentReference{Name: "running"} }), // counts
 		mk("deleting", time.Hour, agentsv1.PhaseRunning, func(s *agentsv1.AgentSession) { s.DeletionTimestamp = &metav1.Time{Time: t0} }),
 		mk("stale-cache", 0, agentsv1.PhasePending, func(s *agentsv1.AgentSession) { s.Status.PodName = "stale-cache-ws" }), // counts
 	}
-	if got := sessionsAhead(&self, all); got != 5 {
-		t.Errorf("sessionsAhead = %d, want 5 (running, provisioning-newer, pending-older, awaiting, stale-cache)", got)
+	if got := sessionsAhead(&self, all); got != 6 {
+		t.Errorf("sessionsAhead = %d, want 6 (running, provisioning-newer, pending-older, awaiting, child, stale-cache)", got)
 	}
 }
 
@@ -77,14 +77,7 @@ func TestSessionsAhead(t *testing.T) {
 // finishes.
 func TestNamespaceQuotaHoldsSessionsPending(t *testing.T) {
 	ns := newNamespace(t)
-	nsObj := &corev1.Namespace{}
-	if err := testClient.Get(t.Context(), types.NamespacedName{Name: ns}, nsObj); err != nil {
-		t.Fatal(err)
-	}
-	nsObj.Annotations = map[string]string{agentsv1.AnnotationMaxSessions: "1"}
-	if err := testClient.Update(t.Context(), nsObj); err != nil {
-		t.Fatalf("annotate namespace: %v", err)
-	}
+	setMaxSessions(t, ns, "1")
 	first := validSession(ns)
 	if err := testClient.Create(t.Context(), first); err != nil {
 		t.Fatalf("create first session: %v", err)
@@ -119,4 +112,17 @@ func TestNamespaceQuotaHoldsSessionsPending(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// setMaxSessions sets the namespace's session quota annotation.
+func setMaxSessions(t *testing.T, ns, limit string) {
+	t.Helper()
+	nsObj := &corev1.Namespace{}
+	if err := testClient.Get(t.Context(), types.NamespacedName{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Annotations = map[string]string{agentsv1.AnnotationMaxSessions: limit}
+	if err := testClient.Update(t.Context(), nsObj); err != nil {
+		t.Fatalf("annotate namespace: %v", err)
+	}
 }

@@ -10,8 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -86,6 +88,8 @@ func TestPoolServesOnlySessionsItsPodsFit(t *testing.T) {
 			}
 			if tc.parent != nil {
 				s.Annotations = map[string]string{agentsv1.AnnotationSharedWorkspace: tc.parent.Name}
+				s.OwnerReferences = []metav1.OwnerReference{{APIVersion: agentsv1.GroupVersion.String(), Kind: "AgentSession",
+					Name: tc.parent.Name, UID: types.UID(tc.parent.UID), Controller: ptr.To(true)}}
 			}
 			got := p.forSession(s, testImages)
 			if (got != nil) != tc.wantPool {

@@ -30,6 +30,13 @@ type EmbeddedOptions struct {
 	MaxPayload int32
 	// ServerName names the server; default "agent-operator-embedded".
 	ServerName string
+	// Auth makes the server refuse connections without credentials:
+	// Connect authenticates as the manager, and MintReader issues read-only
+	// credentials for one namespace (see auth.go).
+	Auth bool
+	// Stream names the stream, prefix and bucket the reader permissions of
+	// MintReader refer to; zero fields take their defaults.
+	Stream StreamConfig
 }
 
 // Embedded is an in-process nats-server with JetStream. It implements
@@ -42,6 +49,8 @@ type Embedded struct {
 	srv    *server.Server
 	port   int
 	closed bool
+	// auth is set when opts.Auth: it outlives Stop and Start.
+	auth *authenticator
 }
 
 // StartEmbedded starts an embedded server and waits until it accepts
@@ -57,6 +66,13 @@ func StartEmbedded(ctx context.Context, opts EmbeddedOptions) (*Embedded, error)
 		opts.ServerName = "agent-operator-embedded"
 	}
 	e := &Embedded{opts: opts, port: opts.Port}
+	if opts.Auth {
+		a, err := newAuthenticator()
+		if err != nil {
+			return nil, fmt.Errorf("start embedded nats: %w", err)
+		}
+		e.auth = a
+	}
 	if err := e.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -86,6 +102,13 @@ func (e *Embedded) Start(ctx context.Context) error {
 		DontListen:         e.port == 0,
 		Host:               e.opts.Host,
 		Port:               e.port,
+		// Every acknowledged write is fsynced before the ack: the stream is
+		// the journal, and a crash must not lose an event a writer saw
+		// acknowledged.
+		SyncAlways: true,
+	}
+	if e.auth != nil {
+		so.CustomClientAuthentication = e.auth
 	}
 	srv, err := server.NewServer(so)
 	if err != nil {
@@ -152,7 +175,8 @@ func (e *Embedded) ClientURL() string {
 	return fmt.Sprintf("nats://%s", net.JoinHostPort(e.opts.Host, fmt.Sprint(e.port)))
 }
 
-// Connect opens an in-process connection that reconnects forever.
+// Connect opens an in-process connection that reconnects forever, as the
+// manager when the server requires authentication.
 func (e *Embedded) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	base := []nats.Option{
 		nats.InProcessServer(e),
@@ -161,11 +185,24 @@ func (e *Embedded) Connect(opts ...nats.Option) (*nats.Conn, error) {
 		nats.ReconnectWait(50 * time.Millisecond),
 		nats.ReconnectJitter(0, 0),
 	}
+	if e.auth != nil {
+		base = append(base, nats.Token(e.auth.managerToken))
+	}
 	nc, err := nats.Connect("", append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect embedded nats: %w", err)
 	}
 	return nc, nil
+}
+
+// MintReader issues a credential that reads the events of namespace (and
+// nothing else) on new connections for ttl. It fails when the server was
+// started without Auth.
+func (e *Embedded) MintReader(namespace string, ttl time.Duration) (ReaderCredential, error) {
+	if e.auth == nil {
+		return ReaderCredential{}, errors.New("mint reader: the embedded server runs without authentication")
+	}
+	return e.auth.mint(e.opts.Stream, namespace, ttl)
 }
 
 // ConnectOptions configures a connection to an external NATS server.
@@ -182,6 +219,9 @@ type ConnectOptions struct {
 	// ReconnectWait between reconnect attempts; default 1s. Reconnects never
 	// stop.
 	ReconnectWait time.Duration
+	// Reader, when set, authenticates with a credential from MintReader
+	// (user, password and the inbox prefix it may subscribe to).
+	Reader *ReaderCredential
 }
 
 // Connect dials an external NATS server. The connection reconnects forever;
@@ -213,6 +253,9 @@ func Connect(ctx context.Context, url string, o ConnectOptions) (*nats.Conn, err
 			return nil, fmt.Errorf("connect nats: read nkey seed: %w", err)
 		}
 		opts = append(opts, opt)
+	}
+	if r := o.Reader; r != nil {
+		opts = append(opts, nats.UserInfo(r.User, r.Password), nats.CustomInboxPrefix(r.InboxPrefix))
 	}
 	if o.CAFile != "" {
 		opts = append(opts, nats.RootCAs(o.CAFile))

@@ -4,12 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"path"
+	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/llm/anthropic"
+	"github.com/agent-operator/agent-operator/internal/llm/gemini"
+	"github.com/agent-operator/agent-operator/internal/llm/openai"
 	"github.com/agent-operator/agent-operator/internal/llm/provider"
 	"github.com/agent-operator/agent-operator/internal/llm/scripted"
 	"github.com/agent-operator/agent-operator/internal/loop"
@@ -34,6 +41,20 @@ type ClientFactory func(ctx context.Context, cfg ClientConfig) (loop.Client, err
 // (a missing Secret or ConfigMap, a bad script): retrying does not help until
 // the user fixes it.
 var ErrConfig = errors.New("session configuration")
+
+// LabelLLMCredentials opts a Secret in as an API key of AgentSessions: only
+// a Secret labelled agent-operator.dev/llm-credentials: "true" may be named
+// by spec.model.apiKeySecretRef. Without it the manager, which may read any
+// Secret of the namespaces it serves, would send any Secret's value to any
+// base URL for whoever may create AgentSessions.
+const LabelLLMCredentials = "agent-operator.dev/llm-credentials"
+
+// AnnotationAllowedBaseURLs optionally restricts where an opted-in key may
+// be sent: a comma- or whitespace-separated list of http(s) URLs. A session
+// may use the Secret only when its base URL (spec.model.baseURL, or the
+// provider's default endpoint when empty) has the scheme and host of one of
+// them and a path under that URL's path.
+const AnnotationAllowedBaseURLs = "agent-operator.dev/allowed-base-urls"
 
 // ErrJournalLost is wrapped when a session that already recorded events finds
 // its journal empty (the NATS store was lost or the events expired).
@@ -62,6 +83,9 @@ func clientConfig(ctx context.Context, reader client.Reader, s *agentsv1.AgentSe
 		if err := reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ref.Name}, &sec); err != nil {
 			return cfg, fmt.Errorf("%w: get api key secret %s: %w", ErrConfig, ref.Name, err)
 		}
+		if err := credentialOptIn(&sec, m.Provider, m.BaseURL); err != nil {
+			return cfg, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 		key, ok := sec.Data[ref.Key]
 		if !ok || len(key) == 0 {
 			return cfg, fmt.Errorf("%w: secret %s has no key %q", ErrConfig, ref.Name, ref.Key)
@@ -88,4 +112,59 @@ func clientConfig(ctx context.Context, reader client.Reader, s *agentsv1.AgentSe
 		cfg.Script = script
 	}
 	return cfg, nil
+}
+
+// credentialOptIn returns why sec may not be used as the API key of a
+// session of provider at baseURL, or nil when it may.
+func credentialOptIn(sec *corev1.Secret, p agentsv1.Provider, baseURL string) error {
+	if sec.Labels[LabelLLMCredentials] != "true" {
+		return fmt.Errorf("secret %s is not opted in as an LLM API key: the manager sends only Secrets labelled %s=true "+
+			"(kubectl label secret %s %s=true); no request was sent", sec.Name, LabelLLMCredentials, sec.Name, LabelLLMCredentials)
+	}
+	allowed, ok := sec.Annotations[AnnotationAllowedBaseURLs]
+	if !ok {
+		return nil
+	}
+	target := baseURL
+	if target == "" {
+		target = defaultBaseURL(p)
+	}
+	for _, a := range strings.FieldsFunc(allowed, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		if urlUnder(target, a) {
+			return nil
+		}
+	}
+	return fmt.Errorf("secret %s may not be sent to %s: its annotation %s allows only %q; no request was sent",
+		sec.Name, target, AnnotationAllowedBaseURLs, allowed)
+}
+
+// defaultBaseURL is the endpoint a provider's client uses without a base URL.
+func defaultBaseURL(p agentsv1.Provider) string {
+	switch p {
+	case agentsv1.ProviderAnthropic:
+		return anthropic.DefaultBaseURL
+	case agentsv1.ProviderOpenAI:
+		return openai.DefaultBaseURL
+	case agentsv1.ProviderGemini:
+		return gemini.DefaultBaseURL
+	}
+	return ""
+}
+
+// urlUnder reports whether target has the scheme and host (with port) of
+// allowed and a path equal to or below allowed's path.
+func urlUnder(target, allowed string) bool {
+	t, err := url.Parse(target)
+	if err != nil || t.User != nil {
+		return false
+	}
+	a, err := url.Parse(allowed)
+	if err != nil || a.Host == "" || (a.Scheme != "http" && a.Scheme != "https") {
+		return false
+	}
+	if !strings.EqualFold(t.Scheme, a.Scheme) || !strings.EqualFold(t.Host, a.Host) {
+		return false
+	}
+	tp, ap := path.Clean("/"+t.Path), path.Clean("/"+a.Path)
+	return ap == "/" || tp == ap || strings.HasPrefix(tp, ap+"/")
 }

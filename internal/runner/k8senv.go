@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -35,11 +36,31 @@ func K8sEnvFactory(pool *k8senv.Pool) EnvFactory {
 }
 
 // WorkspaceOwner returns the session whose pod s runs in: its parent for a
-// child in a shared workspace, else s itself.
+// child in a shared workspace, else s itself. A child shares its parent's
+// pod only when everything the manager sets on the children it spawns
+// agrees: the shared-workspace annotation names the parent, spec.parentRef
+// carries the parent's UID, and the session's controller ownerReference is
+// that same AgentSession (name and UID). A session written by hand with a
+// parentRef but not owned by that parent gets its own pod. (The chart's
+// ValidatingAdmissionPolicy keeps these fields to the manager's service
+// account; this check holds without it.)
 func WorkspaceOwner(s *agentsv1.AgentSession) (string, types.UID) {
-	if parent, ok := s.Annotations[agentsv1.AnnotationSharedWorkspace]; ok && s.Spec.ParentRef != nil &&
-		parent == s.Spec.ParentRef.Name && s.Spec.ParentRef.UID != "" {
+	if parent, ok := s.Annotations[agentsv1.AnnotationSharedWorkspace]; ok && OwnedByParent(s) &&
+		parent == s.Spec.ParentRef.Name {
 		return parent, types.UID(s.Spec.ParentRef.UID)
 	}
 	return s.Name, s.UID
+}
+
+// OwnedByParent reports whether s is a child as the manager spawns them: it
+// has a parentRef with a UID and its controller ownerReference is that
+// AgentSession (same name and UID).
+func OwnedByParent(s *agentsv1.AgentSession) bool {
+	p := s.Spec.ParentRef
+	if p == nil || p.UID == "" {
+		return false
+	}
+	ref := metav1.GetControllerOfNoCopy(s)
+	return ref != nil && ref.Kind == "AgentSession" && ref.APIVersion == agentsv1.GroupVersion.String() &&
+		ref.Name == p.Name && string(ref.UID) == p.UID
 }

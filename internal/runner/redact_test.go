@@ -33,6 +33,7 @@ func (k keySecret) Get(_ context.Context, key client.ObjectKey, obj client.Objec
 	if !ok || key.Name != "llm" {
 		return fmt.Errorf("unexpected read of %T %s", obj, key)
 	}
+	sec.Name, sec.Labels = key.Name, map[string]string{LabelLLMCredentials: "true"}
 	sec.Data = map[string][]byte{"api-key": []byte(k.key)}
 	return nil
 }

@@ -38,8 +38,11 @@ type Renderer struct {
 	err         error
 }
 
-// New returns a Renderer writing to w.
+// New returns a Renderer writing to w. Everything it writes is sanitized
+// for a terminal (see Sanitize): escape sequences in model or tool output
+// cannot reach the reader's terminal.
 func New(w io.Writer, opts Options) *Renderer {
+	w = NewWriter(w)
 	if opts.Indent != "" {
 		w = &indentWriter{w: w, indent: []byte(opts.Indent), atStart: true}
 	}
