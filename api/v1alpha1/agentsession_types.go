@@ -300,8 +300,13 @@ type Limits struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.limits.maxCommandTimeout must be a positive duration such as 10m"
 	MaxCommandTimeout *metav1.Duration `json:"maxCommandTimeout,omitempty"`
 
-	// deadline is the wall-clock time the session may run, counted from status.startTime,
-	// e.g. 2h. When it passes the session fails with reason DeadlineExceeded.
+	// deadline bounds the session's working time, e.g. 2h: the time during which an input
+	// (the prompt, a message or a follow-up) is being processed, summed over all inputs
+	// (status.workingTime). The clock runs from an input's USER_INPUT event to its SESSION_END,
+	// including time the manager was down or the model unavailable in between; it stops while
+	// the session is idle (Succeeded or AwaitingInput). When the working time reaches it, the
+	// running input is stopped and the session fails with reason DeadlineExceeded. An idle
+	// session is never failed by it.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
@@ -314,6 +319,19 @@ type Limits struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TokenBudget int64 `json:"tokenBudget,omitempty"`
+
+	// modelOutageTolerance is how long a session waits out a model provider that keeps
+	// failing with transient errors (rate limits, 5xx, overload, network) after the client's
+	// own retries, e.g. 1h (the default). Meanwhile the session keeps its phase, shows the
+	// condition ModelAvailable=False/ModelUnavailable and retries the same model call with
+	// backoff; once the tolerance is used up it fails with reason ModelUnavailable. Errors
+	// that cannot pass (authentication, invalid request) fail the session at once.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="spec.limits.modelOutageTolerance must be a duration such as 1h (0s fails at the first outage)"
+	ModelOutageTolerance *metav1.Duration `json:"modelOutageTolerance,omitempty"`
 }
 
 // ToolsSpec adjusts the tools of the provider profile.
@@ -363,6 +381,19 @@ type WorkspaceSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Volume WorkspaceVolume `json:"volume,omitempty,omitzero"`
+
+	// retainAfterSuccess is how long the workspace pod is kept once the session is idle
+	// (Succeeded, or AwaitingInput), e.g. 10m (the default); 0s deletes it as soon as the
+	// session goes idle. A message that arrives within that time runs in the same pod; later
+	// ones start a new pod: on the same claim with a persistentVolumeClaim volume, with an
+	// empty workspace with an emptyDir (condition WorkspaceReady=False/WorkspaceReleased says
+	// which). Nothing else is held for an idle session: no goroutine, stream or history.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="spec.workspace.retainAfterSuccess must be a duration such as 10m, or 0s"
+	RetainAfterSuccess *metav1.Duration `json:"retainAfterSuccess,omitempty"`
 
 	// git clones a repository into /workspace before the agent starts.
 	// +optional
@@ -609,6 +640,16 @@ type AgentSessionStatus struct {
 	// completionTime is when the session reached Succeeded, Failed or Aborted.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// idleSince is when the session last became idle (Succeeded or AwaitingInput); unset
+	// while an input runs. spec.workspace.retainAfterSuccess counts from it.
+	// +optional
+	IdleSince *metav1.Time `json:"idleSince,omitempty"`
+
+	// workingTime is the time inputs have been processed, summed over all inputs, as of the
+	// last status update: what spec.limits.deadline bounds.
+	// +optional
+	WorkingTime *metav1.Duration `json:"workingTime,omitempty"`
 }
 
 // Usage is token accounting. input includes cached input; output includes reasoning.

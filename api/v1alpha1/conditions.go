@@ -11,10 +11,23 @@ const (
 	ConditionCompleted = "Completed"
 	// ConditionJournalAvailable is True when the event journal (NATS JetStream) accepts events.
 	ConditionJournalAvailable = "JournalAvailable"
+	// ConditionModelAvailable is False while the model provider keeps failing with transient
+	// errors and the session waits for it (spec.limits.modelOutageTolerance).
+	ConditionModelAvailable = "ModelAvailable"
+	// ConditionHistoryAvailable is False when the session's journal is gone (older than the
+	// journal's retention): the session keeps its final phase, and a message cannot resume it.
+	ConditionHistoryAvailable = "HistoryAvailable"
 )
 
 // Condition reasons.
 const (
+	// ReasonModelUnavailable: the model provider keeps failing with transient errors; the
+	// session waits and retries, and fails with this reason after modelOutageTolerance.
+	ReasonModelUnavailable = "ModelUnavailable"
+	// ReasonModelResponding: the last model call succeeded.
+	ReasonModelResponding = "Responding"
+	// ReasonHistoryExpired: the journal no longer holds the session's events.
+	ReasonHistoryExpired = "HistoryExpired"
 	// ReasonPending: nothing has been done yet.
 	ReasonPending = "Pending"
 	// ReasonPodCreated: the workspace pod was created and is not Ready yet.
@@ -74,6 +87,10 @@ const (
 	// AnnotationSharedWorkspace is set on child sessions that run in their parent's workspace
 	// pod, to the parent's name.
 	AnnotationSharedWorkspace = "agent-operator.dev/shared-workspace"
+	// AnnotationSpawnCall is set on child sessions to the id of the spawn_agent call that
+	// created them, so that the call, run again after a crash, adopts the child instead of
+	// creating a second one.
+	AnnotationSpawnCall = "agent-operator.dev/spawn-call"
 	// AnnotationMaxSessions on a Namespace bounds its concurrent top-level sessions (a
 	// positive integer). With the manager flag --max-sessions-per-namespace also set, the
 	// smaller limit applies.

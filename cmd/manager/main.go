@@ -55,6 +55,12 @@ type options struct {
 	maxSessions int
 	// reconcilers is how many sessions the controller reconciles at once.
 	reconcilers int
+	// natsAuth makes the embedded NATS server require credentials; credsAddr
+	// serves reader credentials (issue 16, see credentials.go), readerTTL
+	// bounds them.
+	natsAuth  bool
+	credsAddr string
+	readerTTL time.Duration
 }
 
 func parseFlags(args []string) (options, error) {
@@ -73,6 +79,9 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.storeDir, "nats-store-dir", "/var/lib/agent-operator/nats", "JetStream store of the embedded server.")
 	fs.IntVar(&o.natsPort, "nats-port", 4222, "Client port of the embedded server (0: in-process only).")
 	fs.StringVar(&o.natsHost, "nats-host", "127.0.0.1", "Listen address of the embedded server; loopback keeps it reachable only through kubectl port-forward.")
+	fs.BoolVar(&o.natsAuth, "nats-auth", true, "Embedded server: refuse connections without credentials; readers get per-namespace credentials from --reader-credentials-bind-address.")
+	fs.StringVar(&o.credsAddr, "reader-credentials-bind-address", ":8443", "Address of the HTTPS endpoint minting read-only NATS credentials for callers Kubernetes RBAC allows (0 disables; needs --nats-auth).")
+	fs.DurationVar(&o.readerTTL, "reader-credential-ttl", events.DefaultReaderTTL, "How long a minted reader credential opens new connections.")
 	fs.StringVar(&o.stream.Name, "stream-name", events.DefaultStreamName, "JetStream stream of the events.")
 	fs.StringVar(&o.stream.Prefix, "stream-prefix", events.DefaultPrefix, "First subject token of the events.")
 	fs.StringVar(&o.stream.Storage, "stream-storage", "file", "Stream storage: file or memory.")
@@ -135,7 +144,7 @@ func run(ctx context.Context, o options) error {
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), agentsv1.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("build scheme: %w", err)
 	}
-	nc, stopNATS, err := connectNATS(ctx, o)
+	nc, embedded, stopNATS, err := connectNATS(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -187,6 +196,8 @@ func run(ctx context.Context, o options) error {
 		Informers: mgr.GetCache(),
 		Notify:    rec.Notify,
 		Log:       ctrl.Log.WithName("runner"),
+		// The last runner of a pod (an idle, failed or suspended session) closes its exec stream.
+		ReleaseEnv: pool.Release,
 	})
 	if err != nil {
 		return err
@@ -212,6 +223,11 @@ func run(ctx context.Context, o options) error {
 	})); err != nil {
 		return err
 	}
+	if embedded != nil && o.natsAuth && o.credsAddr != "0" {
+		if err := mgr.Add(readerCredentials(o.credsAddr, embedded, restCfg, o.readerTTL, ctrl.Log.WithName("reader-credentials"))); err != nil {
+			return err
+		}
+	}
 	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", natsReady(nc))); err != nil {
 		return fmt.Errorf("add probes: %w", err)
 	}
@@ -219,25 +235,26 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-// connectNATS dials --nats-url, or starts the embedded server.
-func connectNATS(ctx context.Context, o options) (*nats.Conn, func(), error) {
+// connectNATS dials --nats-url, or starts the embedded server (returned too).
+func connectNATS(ctx context.Context, o options) (*nats.Conn, *events.Embedded, func(), error) {
 	if o.natsURL != "" {
 		nc, err := events.Connect(ctx, o.natsURL, o.natsConn)
 		if err != nil {
-			return nil, nil, fmt.Errorf("connect nats: %w", err)
+			return nil, nil, nil, fmt.Errorf("connect nats: %w", err)
 		}
-		return nc, nc.Close, nil
+		return nc, nil, nc.Close, nil
 	}
-	srv, err := events.StartEmbedded(ctx, events.EmbeddedOptions{StoreDir: o.storeDir, Port: o.natsPort, Host: o.natsHost})
+	srv, err := events.StartEmbedded(ctx, events.EmbeddedOptions{StoreDir: o.storeDir, Port: o.natsPort, Host: o.natsHost,
+		Auth: o.natsAuth, Stream: o.stream})
 	if err != nil {
-		return nil, nil, fmt.Errorf("start embedded nats: %w", err)
+		return nil, nil, nil, fmt.Errorf("start embedded nats: %w", err)
 	}
 	nc, err := srv.Connect()
 	if err != nil {
 		srv.Shutdown()
-		return nil, nil, fmt.Errorf("connect embedded nats: %w", err)
+		return nil, nil, nil, fmt.Errorf("connect embedded nats: %w", err)
 	}
-	return nc, func() { nc.Close(); srv.Shutdown() }, nil
+	return nc, srv, func() { nc.Close(); srv.Shutdown() }, nil
 }
 
 func natsReady(nc *nats.Conn) healthz.Checker {

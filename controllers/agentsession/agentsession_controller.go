@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -140,12 +141,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=agent-operator.dev,resources=agentsessions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agent-operator.dev,resources=agentsessions/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=pods/exec,verbs=create;get
+// pods/exec, secrets and leases are not in the manager's ClusterRole: the chart grants them in
+// the namespaces it serves and the release namespace (charts/agent-operator/templates/rbac-*.yaml).
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;create
-// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=services,verbs=get
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
@@ -164,7 +165,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !controllerutil.ContainsFinalizer(s, agentsv1.Finalizer) {
 		base := s.DeepCopy()
 		controllerutil.AddFinalizer(s, agentsv1.Finalizer)
-		if err := r.Client.Patch(ctx, s, client.MergeFrom(base)); err != nil {
+		if err := r.Client.Patch(ctx, s, lockedMergeFrom(base)); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{Requeue: true}, nil // a stale cache: read again
+			}
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
@@ -180,16 +184,47 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err == nil {
 		s.Status.ObservedGeneration = s.Generation
 	}
-	r.recordTransition(base, s)
 	if !equality.Semantic.DeepEqual(base.Status, s.Status) {
-		// A merge patch of the status subresource: the controller is the only
-		// writer of status, and conditions are replaced as a whole.
-		if perr := r.Client.Status().Patch(ctx, s, client.MergeFrom(base)); perr != nil {
+		// A merge patch of the status subresource with the resourceVersion
+		// read: the controller is the only writer of status, and a reconcile
+		// that read a stale copy gets a conflict instead of overwriting newer
+		// state (conditions are replaced as a whole).
+		if perr := r.Client.Status().Patch(ctx, s, lockedMergeFrom(base)); perr != nil {
+			if apierrors.IsConflict(perr) && err == nil {
+				return ctrl.Result{Requeue: true}, nil
+			}
 			return ctrl.Result{}, errors.Join(err, fmt.Errorf("patch status: %w", perr))
 		}
 	}
-	after, aerr := r.afterStatus(ctx, s, now.Time)
+	r.recordTransition(base, s)
+	if p := obs.progress; p != nil && p.Done {
+		// Status now holds what the ended runner knew: forget it. A message
+		// it did not take (it went idle meanwhile) starts a new one.
+		r.Runner.Forget(s.UID)
+		if ph := s.Status.Phase; len(pendingMessages(s)) > 0 && ph != agentsv1.PhaseFailed && ph != agentsv1.PhaseAborted {
+			res = lowestResult(res, ctrl.Result{RequeueAfter: time.Millisecond})
+		}
+	}
+	after, aerr := r.afterStatus(ctx, s, obs, now.Time)
 	return lowestResult(res, after), errors.Join(err, aerr)
+}
+
+// lockedMergeFrom is a merge patch that carries base's resourceVersion, so
+// the API server refuses it when the object changed since it was read.
+func lockedMergeFrom(base client.Object) client.Patch {
+	return client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+}
+
+// pendingMessages are the messages of spec.messages that status does not
+// record as delivered.
+func pendingMessages(s *agentsv1.AgentSession) []agentsv1.Message {
+	var out []agentsv1.Message
+	for _, m := range s.Spec.Messages {
+		if !slices.Contains(s.Status.MessagesDelivered, m.Name) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // act observes the pod and the runner and changes them as the spec asks.
@@ -216,6 +251,9 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 	if s.Spec.Abort {
 		return obs, r.stopRunner(s.UID, r.Runner.Abort), nil
 	}
+	if idlePhase(s.Status.Phase) && !r.Runner.Running(s.UID) {
+		return r.idle(ctx, s, pod, obs)
+	}
 	if podGone(pod) || (pod == nil && loopStarted(s)) {
 		return r.workspaceLost(ctx, s, pod, obs)
 	}
@@ -233,24 +271,87 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 		obs.suspended = true
 		return obs, r.stopRunner(s.UID, r.Runner.Suspend), nil
 	}
-	expired, wait := deadlineState(s, r.Now())
-	switch {
-	case expired && !r.Runner.Running(s.UID):
-		// The runner enforces the deadline while it runs; this covers the time it does not.
-		obs.expired = agentsv1.ReasonDeadlineExceeded
-		return obs, ctrl.Result{}, nil
-	case !podReady(pod):
-		return obs, ctrl.Result{RequeueAfter: wait}, nil // the pod watch brings Ready
+	if !podReady(pod) {
+		return obs, ctrl.Result{}, nil // the pod watch brings Ready
 	}
-	return obs, ctrl.Result{RequeueAfter: wait}, r.ensureRunner(s, pod)
+	// The runner is the one owner of spec.limits.deadline: it bounds working
+	// time, which only a running input spends.
+	return obs, ctrl.Result{}, r.ensureRunner(s, pod)
 }
 
-// ensureRunner starts the runner (or restarts one that ended without a final
-// phase, after a suspension) and offers it the messages.
-func (r *Reconciler) ensureRunner(s *agentsv1.AgentSession, pod *corev1.Pod) error {
-	if p, ok := r.Runner.Progress(s.UID); ok && p.Done && !p.Phase.IsFinal() {
-		r.Runner.Forget(s.UID)
+// idle handles a session that finished its inputs (Succeeded or
+// AwaitingInput) and has no runner: a message starts one (in a new pod if
+// the old one was released), else the pod is released once
+// spec.workspace.retainAfterSuccess has passed. Nothing here fails the
+// session: an idle session's phase changes only by a new message.
+func (r *Reconciler) idle(ctx context.Context, s *agentsv1.AgentSession, pod *corev1.Pod, obs observation) (observation, ctrl.Result, error) {
+	obs.idle = true
+	obs.suspended = s.Spec.Suspend
+	if historyExpired(s) {
+		return obs, ctrl.Result{}, nil // a message cannot resume it; status says so
 	}
+	if len(pendingMessages(s)) > 0 && !s.Spec.Suspend {
+		switch {
+		case podGone(pod):
+			obs.releasing = true // afterStatus deletes it; a new one follows
+			return obs, ctrl.Result{RequeueAfter: stopPoll}, nil
+		case pod == nil && sharedWorkspace(s):
+			return obs, ctrl.Result{}, nil // the parent's pod; the parent brings it back
+		case pod == nil:
+			var err error
+			obs.pod, err = r.createPod(ctx, s)
+			return obs, ctrl.Result{}, err
+		case !podReady(pod):
+			return obs, ctrl.Result{}, nil // the pod watch brings Ready
+		}
+		return obs, ctrl.Result{}, r.ensureRunner(s, pod)
+	}
+	if sharedWorkspace(s) {
+		return obs, ctrl.Result{}, nil // the parent's pod is the parent's to release
+	}
+	if pod == nil || podGone(pod) {
+		obs.releasing = pod != nil
+		obs.released = true
+		return obs, ctrl.Result{}, nil
+	}
+	since := r.Now()
+	if t := s.Status.IdleSince; t != nil {
+		since = t.Time
+	}
+	left := since.Add(retainAfterSuccess(s)).Sub(r.Now())
+	if left > 0 {
+		return obs, ctrl.Result{RequeueAfter: left}, nil
+	}
+	obs.releasing = true // recorded in status first, then afterStatus deletes the pod
+	return obs, ctrl.Result{}, nil
+}
+
+// DefaultRetainAfterSuccess is how long an idle session's pod is kept when
+// spec.workspace.retainAfterSuccess is unset.
+const DefaultRetainAfterSuccess = 10 * time.Minute
+
+func retainAfterSuccess(s *agentsv1.AgentSession) time.Duration {
+	if d := s.Spec.Workspace.RetainAfterSuccess; d != nil {
+		return d.Duration
+	}
+	return DefaultRetainAfterSuccess
+}
+
+// idlePhase reports whether no input runs in phase and the session waits
+// for a message.
+func idlePhase(p agentsv1.Phase) bool {
+	return p == agentsv1.PhaseSucceeded || p == agentsv1.PhaseAwaitingInput
+}
+
+// historyExpired reports whether status says the journal lost the session.
+func historyExpired(s *agentsv1.AgentSession) bool {
+	c := meta.FindStatusCondition(s.Status.Conditions, agentsv1.ConditionHistoryAvailable)
+	return c != nil && c.Status == metav1.ConditionFalse
+}
+
+// ensureRunner starts the runner (a new one when the last one ended) and
+// offers it the messages.
+func (r *Reconciler) ensureRunner(s *agentsv1.AgentSession, pod *corev1.Pod) error {
 	if err := r.Runner.Ensure(s, pod.Name); err != nil {
 		return fmt.Errorf("start runner: %w", err)
 	}
@@ -301,8 +402,14 @@ func (r *Reconciler) workspaceLost(ctx context.Context, s *agentsv1.AgentSession
 }
 
 // afterStatus runs the actions that depend on the new status: releasing the
-// pod of a failed or aborted session and ttlSecondsAfterFinished.
-func (r *Reconciler) afterStatus(ctx context.Context, s *agentsv1.AgentSession, now time.Time) (ctrl.Result, error) {
+// pod of a failed or aborted session, or of an idle one whose status now
+// says so, and ttlSecondsAfterFinished.
+func (r *Reconciler) afterStatus(ctx context.Context, s *agentsv1.AgentSession, obs observation, now time.Time) (ctrl.Result, error) {
+	if obs.releasing {
+		if err := r.releasePod(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if !s.Status.Phase.IsFinal() {
 		return ctrl.Result{}, nil
 	}
@@ -349,7 +456,10 @@ func (r *Reconciler) finalize(ctx context.Context, s *agentsv1.AgentSession) (ct
 	r.pools.forget(s.UID)
 	base := s.DeepCopy()
 	controllerutil.RemoveFinalizer(s, agentsv1.Finalizer)
-	if err := r.Client.Patch(ctx, s, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.Patch(ctx, s, lockedMergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{Requeue: true}, nil
+		}
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
 	return ctrl.Result{}, nil
@@ -446,20 +556,6 @@ func (r *Reconciler) recordTransition(old, s *agentsv1.AgentSession) {
 // loopStarted reports whether the agent loop ever ran in this session's pod.
 func loopStarted(s *agentsv1.AgentSession) bool {
 	return s.Status.StartTime != nil || s.Status.LastEventSequence > 0
-}
-
-// deadlineState reports whether spec.limits.deadline has passed and, if not,
-// how long until it does (0 when there is no deadline).
-func deadlineState(s *agentsv1.AgentSession, now time.Time) (bool, time.Duration) {
-	d := s.Spec.Limits.Deadline
-	if d == nil || s.Status.StartTime == nil {
-		return false, 0
-	}
-	left := s.Status.StartTime.Add(d.Duration).Sub(now)
-	if left <= 0 {
-		return true, 0
-	}
-	return false, left
 }
 
 // lowestResult keeps the soonest non-zero RequeueAfter.

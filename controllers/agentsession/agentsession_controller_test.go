@@ -268,7 +268,7 @@ func TestDeletingASessionStopsItAndDeletesThePod(t *testing.T) {
 }
 
 func TestLostEmptyDirWorkspaceFailsTheSession(t *testing.T) {
-	s, pod := succeededSession(t)
+	s, pod := blockedSession(t, nil)
 
 	if err := testClient.Delete(t.Context(), pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatalf("delete pod: %v", err)
@@ -281,7 +281,7 @@ func TestLostEmptyDirWorkspaceFailsTheSession(t *testing.T) {
 }
 
 func TestOOMKilledWorkspaceFailsTheSessionSayingSo(t *testing.T) {
-	s, pod := succeededSession(t)
+	s, pod := blockedSession(t, nil)
 
 	// What the kubelet reports when the kernel kills the whole container (cgroup v2).
 	pod.Status.Phase = corev1.PodFailed
@@ -298,7 +298,7 @@ func TestOOMKilledWorkspaceFailsTheSessionSayingSo(t *testing.T) {
 	c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionCompleted)
 	if c == nil || c.Reason != agentsv1.ReasonWorkspaceOOMKilled || !strings.Contains(c.Message, "memory limit ("+limit+")") ||
 		!strings.Contains(c.Message, "spec.workspace.resources.limits.memory") {
-		t.Errorf("Completed = %+v, want reason %s naming the limit %s and the field to raise", c, agentsv1.ReasonWorkspaceOOMKilled, limit)
+		t.Errorf("Completed = %+v, want the OOM kill and the limit to raise", c)
 	}
 }
 
@@ -467,21 +467,11 @@ func TestTTLDeletesAFinishedSession(t *testing.T) {
 func ptrInt32(v int32) *int32 { return &v }
 
 func TestLostPodOnAPVCIsRecreatedAndTheSessionResumes(t *testing.T) {
-	ns := newNamespace(t)
-	s := scriptedSession(t, ns)
-	s = &agentsv1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Name: uniqueName("durable"), Namespace: ns},
-		Spec:       *s.Spec.DeepCopy(),
-	}
-	s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptrQuantity("1Gi")}
-	if err := testClient.Create(t.Context(), s); err != nil {
-		t.Fatalf("create session: %v", err)
-	}
-	pod := getPod(t, s)
-	markPodReady(t, pod)
-	waitPhase(t, s, agentsv1.PhaseSucceeded, nil)
+	s, pod := blockedSession(t, func(s *agentsv1.AgentSession) {
+		s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptrQuantity("1Gi")}
+	})
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := testClient.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: s.Name + "-workspace"}, pvc); err != nil {
+	if err := testClient.Get(t.Context(), types.NamespacedName{Namespace: s.Namespace, Name: s.Name + "-workspace"}, pvc); err != nil {
 		t.Fatalf("the operator's claim: %v", err)
 	}
 
@@ -509,9 +499,62 @@ func TestLostPodOnAPVCIsRecreatedAndTheSessionResumes(t *testing.T) {
 		}
 		return nil
 	})
-	if got.Status.Turns != 2 {
-		t.Errorf("turns = %d after resuming, want 2 (nothing re-run)", got.Status.Turns)
+	if got.Status.Turns != 2 || got.Status.Result != "Resumed after the interruption." {
+		t.Errorf("turns = %d, result %q after resuming, want 2 (nothing re-run)", got.Status.Turns, got.Status.Result)
 	}
+}
+
+// blockedScript runs one command that blocks until the test writes the file
+// "release" into the workspace, then answers.
+const blockedScript = `turns:
+  - text: "Running the long job."
+    toolCalls:
+      - name: shell
+        arguments: {command: "echo started >> runs.txt; while [ ! -f release ]; do sleep 0.05; done", timeout_ms: 120000}
+  - expect: {lastToolResultContains: "interrupted"}
+    text: "Resumed after the interruption."
+`
+
+// blockedSession creates a session (changed by mutate) running blockedScript
+// and returns it, with its Ready pod, once the command runs.
+func blockedSession(t *testing.T, mutate func(*agentsv1.AgentSession)) (*agentsv1.AgentSession, *corev1.Pod) {
+	t.Helper()
+	ns := newNamespace(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "blocked", Namespace: ns}, Data: map[string]string{"script.yaml": blockedScript}}
+	if err := testClient.Create(t.Context(), cm); err != nil {
+		t.Fatalf("create script: %v", err)
+	}
+	s := &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: uniqueName("blocked"), Namespace: ns},
+		Spec: agentsv1.AgentSessionSpec{
+			Prompt: "Run the long job",
+			Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo",
+				ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: "blocked"}},
+		},
+	}
+	if mutate != nil {
+		mutate(s)
+	}
+	if err := testClient.Create(t.Context(), s); err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	pod := getPod(t, s)
+	markPodReady(t, pod)
+	running := waitPhase(t, s, agentsv1.PhaseRunning, nil)
+	ref := events.SessionRef{Namespace: ns, Name: s.Name, UID: string(running.UID)}
+	eventually(t, "command running", func() error {
+		evs, err := events.Replay(t.Context(), testJS.JetStream(), ref)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if ev.Kind == loop.EventToolCallStart {
+				return nil
+			}
+		}
+		return fmt.Errorf("no TOOL_CALL_START among %d events", len(evs))
+	})
+	return running, getPod(t, s)
 }
 
 func ptrQuantity(s string) *resource.Quantity {

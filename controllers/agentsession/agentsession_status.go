@@ -2,6 +2,7 @@ package agentsession
 
 import (
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,9 +31,12 @@ type observation struct {
 	suspended bool
 	// released is set once the pod of a finished session was deleted.
 	released bool
-	// expired names the limit that ended the session while no runner ran
-	// (ReasonDeadlineExceeded), or is empty.
-	expired string
+	// idle is set when the session is idle (Succeeded or AwaitingInput) with
+	// no runner: its phase stays as it is.
+	idle bool
+	// releasing is set when the pod of an idle session is to be deleted
+	// (status says so first; afterStatus deletes it).
+	releasing bool
 	// eventsPrefix is the first subject token of the events stream.
 	eventsPrefix string
 	// children are the child sessions.
@@ -92,8 +96,18 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 	case !final:
 		st.CompletionTime = nil
 	}
+	switch idle := st.Phase == agentsv1.PhaseSucceeded || st.Phase == agentsv1.PhaseAwaitingInput; {
+	case idle && st.IdleSince == nil:
+		st.IdleSince = ptrTime(now)
+	case !idle:
+		st.IdleSince = nil
+	}
 
-	setCondition(&st, agentsv1.ConditionWorkspaceReady, workspaceCondition(obs), gen)
+	ws := workspaceCondition(obs)
+	if obs.idle && (obs.released || obs.releasing) {
+		ws.Status, ws.Reason, ws.Message = metav1.ConditionFalse, agentsv1.ReasonWorkspaceReleased, releasedMessage(s)
+	}
+	setCondition(&st, agentsv1.ConditionWorkspaceReady, ws, gen)
 	ready := metav1.Condition{Type: agentsv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
 	switch {
 	case obs.suspended:
@@ -113,8 +127,33 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 			j.Status, j.Reason, j.Message = metav1.ConditionFalse, agentsv1.ReasonJournalUnavailable, truncate(p.JournalError, 1024)
 		}
 		setCondition(&st, agentsv1.ConditionJournalAvailable, j, gen)
+		if p.ModelUnavailable != "" {
+			setCondition(&st, agentsv1.ConditionModelAvailable, metav1.Condition{Type: agentsv1.ConditionModelAvailable,
+				Status: metav1.ConditionFalse, Reason: agentsv1.ReasonModelUnavailable,
+				Message: truncate("waiting for the model since "+p.ModelUnavailableSince.UTC().Format(time.RFC3339)+": "+p.ModelUnavailable, 1024)}, gen)
+		} else if meta.FindStatusCondition(st.Conditions, agentsv1.ConditionModelAvailable) != nil {
+			setCondition(&st, agentsv1.ConditionModelAvailable, metav1.Condition{Type: agentsv1.ConditionModelAvailable,
+				Status: metav1.ConditionTrue, Reason: agentsv1.ReasonModelResponding}, gen)
+		}
+		if p.HistoryExpired {
+			setCondition(&st, agentsv1.ConditionHistoryAvailable, metav1.Condition{Type: agentsv1.ConditionHistoryAvailable,
+				Status: metav1.ConditionFalse, Reason: agentsv1.ReasonHistoryExpired,
+				Message: "the journal no longer holds this session's events (they are older than the journal's retention): " +
+					"the session keeps its result, but a message cannot resume it; create a new session instead"}, gen)
+		}
 	}
 	return st
+}
+
+// releasedMessage says what happened to an idle session's pod and what a
+// message will start in.
+func releasedMessage(s *agentsv1.AgentSession) string {
+	if s.Spec.Workspace.Volume.PersistentVolumeClaim != nil {
+		return "the workspace pod was deleted while the session is idle (spec.workspace.retainAfterSuccess); " +
+			"a message starts a new pod on the same claim"
+	}
+	return "the workspace pod was deleted while the session is idle (spec.workspace.retainAfterSuccess) and its " +
+		"emptyDir with it; a message starts a new pod with an empty workspace"
 }
 
 // decidePhase returns the phase the observation implies, or "" to keep the
@@ -143,8 +182,8 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 			return agentsv1.PhaseAborted, agentsv1.ReasonAborted, "spec.abort is set"
 		}
 		return "", "", ""
-	case obs.expired != "":
-		return agentsv1.PhaseFailed, obs.expired, "spec.limits.deadline passed"
+	case obs.idle:
+		return "", "", "" // only a message changes an idle session's phase
 	case obs.suspended:
 		return "", agentsv1.ReasonSuspended, "spec.suspend is set"
 	case p != nil && p.Phase != "":
@@ -203,10 +242,13 @@ func mirrorProgress(st *agentsv1.AgentSessionStatus, p *runner.Progress) {
 	if p.LastSeq > 0 {
 		st.LastEventSequence = int64(p.LastSeq)
 	}
-	for _, n := range p.Delivered {
-		if !slices.Contains(st.MessagesDelivered, n) {
-			st.MessagesDelivered = append(st.MessagesDelivered, n)
-		}
+	if p.Restored {
+		// What the journal holds: a name status recorded too early (the
+		// manager stopped before the journal had the input) is taken back.
+		st.MessagesDelivered = slices.Clone(p.Delivered)
+	}
+	if p.Restored && (p.InputSince.IsZero() || st.WorkingTime == nil) {
+		st.WorkingTime = &metav1.Duration{Duration: p.Worked.Round(time.Second)}
 	}
 	if !p.StartTime.IsZero() && st.StartTime == nil {
 		st.StartTime = ptrTime(metav1.NewTime(p.StartTime))

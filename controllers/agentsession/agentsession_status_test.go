@@ -1,6 +1,7 @@
 package agentsession
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -67,8 +68,15 @@ func TestComputeStatus(t *testing.T) {
 			agentsv1.PhaseRunning, metav1.ConditionTrue, agentsv1.ReasonPodReady, metav1.ConditionFalse, agentsv1.ReasonRunning},
 		{"abort done", running, true, observation{pod: readyPod(), progress: &runner.Progress{Phase: agentsv1.PhaseRunning, Done: true}},
 			agentsv1.PhaseAborted, metav1.ConditionFalse, agentsv1.ReasonPodReady, metav1.ConditionTrue, agentsv1.ReasonAborted},
-		{"deadline while no runner", running, false, observation{pod: readyPod(), expired: agentsv1.ReasonDeadlineExceeded},
-			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonPodReady, metav1.ConditionTrue, agentsv1.ReasonDeadlineExceeded},
+		{"idle session whose pod was released stays Succeeded", agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseSucceeded},
+			false, observation{idle: true, released: true},
+			agentsv1.PhaseSucceeded, metav1.ConditionTrue, agentsv1.ReasonWorkspaceReleased, metav1.ConditionTrue, agentsv1.ReasonSucceeded},
+		{"idle session whose pod is not ready stays Succeeded", agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseSucceeded},
+			false, observation{idle: true, pod: &corev1.Pod{}},
+			agentsv1.PhaseSucceeded, metav1.ConditionTrue, agentsv1.ReasonPodNotReady, metav1.ConditionTrue, agentsv1.ReasonSucceeded},
+		{"idle session waiting for an answer keeps AwaitingInput", agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseAwaitingInput},
+			false, observation{idle: true, releasing: true, pod: readyPod()},
+			agentsv1.PhaseAwaitingInput, metav1.ConditionTrue, agentsv1.ReasonWorkspaceReleased, metav1.ConditionFalse, agentsv1.ReasonAwaitingInput},
 		{"suspended", running, false, observation{pod: readyPod(), suspended: true},
 			agentsv1.PhaseRunning, metav1.ConditionFalse, agentsv1.ReasonPodReady, metav1.ConditionFalse, agentsv1.ReasonSuspended},
 		{"failed stays failed", agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseFailed, Conditions: []metav1.Condition{
@@ -141,10 +149,25 @@ func condStatus(b bool) metav1.ConditionStatus {
 	return metav1.ConditionFalse
 }
 
+// A restored runner's view of what was delivered replaces status's: status
+// may have recorded a message the journal never got (the manager stopped in
+// between), and that message must be given again.
+func TestMirrorProgressTakesDeliveriesFromTheJournal(t *testing.T) {
+	st := agentsv1.AgentSessionStatus{MessagesDelivered: []string{"a", "b"}}
+	mirrorProgress(&st, &runner.Progress{Delivered: []string{"a"}})
+	if !slices.Equal(st.MessagesDelivered, []string{"a", "b"}) {
+		t.Errorf("before the journal was read: delivered %v, want status's [a b]", st.MessagesDelivered)
+	}
+	mirrorProgress(&st, &runner.Progress{Delivered: []string{"a"}, Restored: true})
+	if !slices.Equal(st.MessagesDelivered, []string{"a"}) {
+		t.Errorf("after: delivered %v, want the journal's [a]", st.MessagesDelivered)
+	}
+}
+
 func TestMirrorProgress(t *testing.T) {
 	st := agentsv1.AgentSessionStatus{MessagesDelivered: []string{"a"}}
 	mirrorProgress(&st, &runner.Progress{
-		Turns: 4, ToolCalls: 2, LastSeq: 17, Delivered: []string{"a", "b"},
+		Turns: 4, ToolCalls: 2, LastSeq: 17, Delivered: []string{"a", "b"}, Restored: true,
 		Usage:  llm.Usage{InputTokens: 100, OutputTokens: 20, ReasoningTokens: 5, CacheReadTokens: 40},
 		Result: "ok", ResultTruncated: true,
 	})
@@ -152,33 +175,5 @@ func TestMirrorProgress(t *testing.T) {
 	if st.Usage != want || st.Turns != 4 || st.ToolCalls != 2 || st.LastEventSequence != 17 ||
 		st.Result != "ok" || !st.ResultTruncated || len(st.MessagesDelivered) != 2 {
 		t.Errorf("status = %+v", st)
-	}
-}
-
-func TestDeadlineState(t *testing.T) {
-	start := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	cases := []struct {
-		name     string
-		deadline *metav1.Duration
-		start    *metav1.Time
-		now      time.Time
-		expired  bool
-		wait     time.Duration
-	}{
-		{"no deadline", nil, &start, start.Add(time.Hour), false, 0},
-		{"not started", &metav1.Duration{Duration: time.Minute}, nil, start.Add(time.Hour), false, 0},
-		{"running", &metav1.Duration{Duration: time.Hour}, &start, start.Add(20 * time.Minute), false, 40 * time.Minute},
-		{"passed", &metav1.Duration{Duration: time.Hour}, &start, start.Add(time.Hour), true, 0},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := &agentsv1.AgentSession{}
-			s.Spec.Limits.Deadline = tc.deadline
-			s.Status.StartTime = tc.start
-			expired, wait := deadlineState(s, tc.now)
-			if expired != tc.expired || wait != tc.wait {
-				t.Errorf("deadlineState = %v, %v; want %v, %v", expired, wait, tc.expired, tc.wait)
-			}
-		})
 	}
 }

@@ -101,6 +101,9 @@ func runSuite(m *testing.M) int {
 	return m.Run()
 }
 
+// testRunner is the suite manager's runner.
+var testRunner *runner.Runner
+
 // startManager runs the real reconciler and runner against envtest, with an
 // embedded NATS server (the real journal) and local workspaces.
 func startManager(cfg *rest.Config) (func(), error) {
@@ -165,6 +168,7 @@ func startManager(cfg *rest.Config) (func(), error) {
 	rec.Recorder = mgr.GetEventRecorder("agent-operator")
 	suiteRecorder = rec.Recorder
 	rec.Runner = run
+	testRunner = run
 	rec.Images = suiteImages
 	rec.WarmPools = []WarmPool{{Namespace: warmPoolNamespace, Size: warmPoolSize}}
 	if err := rec.SetupWithManager(mgr); err != nil {

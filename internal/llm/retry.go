@@ -117,9 +117,11 @@ func (p RetryPolicy) wait(n int, err error, start time.Time) (time.Duration, boo
 }
 
 // WithRetry wraps c so that Complete and Stream retry rate-limit, server and
-// network errors according to p. A stream is retried only while none of its
-// events has reached the caller; after that, an error ends the stream. ctx
-// cancellation stops at once, also during a wait, and returns ctx's error.
+// network errors according to p. A stream cut after some of its events
+// reached the caller is retried like one cut before: the caller first gets an
+// EventRestart, which tells it to discard the partial attempt, then the events
+// of the next attempt. ctx cancellation stops at once, also during a wait,
+// and returns ctx's error.
 func WithRetry(c Client, p RetryPolicy) Client {
 	return &retryClient{next: c, policy: p}
 }
@@ -176,7 +178,7 @@ func (r *retryClient) Stream(ctx context.Context, req *Request) iter.Seq2[Stream
 				return
 			}
 			d, ok := r.policy.wait(attempt, failure, start)
-			if delivered || !ok {
+			if !ok {
 				yield(StreamEvent{}, afterAttempts(attempt, failure))
 				return
 			}
@@ -185,6 +187,9 @@ func (r *retryClient) Stream(ctx context.Context, req *Request) iter.Seq2[Stream
 			}
 			if err := sleep(ctx, d); err != nil {
 				yield(StreamEvent{}, err)
+				return
+			}
+			if delivered && !yield(StreamEvent{Type: EventRestart}, nil) {
 				return
 			}
 		}

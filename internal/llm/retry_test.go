@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -155,21 +156,58 @@ func TestRetryDeadline(t *testing.T) {
 	}
 }
 
-func TestStreamIsNotRetriedAfterAnEventReachedTheCaller(t *testing.T) {
-	f := &fakeClient{errs: []error{&Error{Kind: KindServer}}, deltasBeforeErr: 1}
-	var got error
-	deltas := 0
+func TestStreamCutAfterEventsIsRetriedAfterARestart(t *testing.T) {
+	cut := &Error{Kind: KindServer}
+	f := &fakeClient{errs: []error{cut, cut, cut}, deltasBeforeErr: 2}
+	var kinds []StreamEventType
 	for ev, err := range WithRetry(f, fastPolicy()).Stream(t.Context(), &Request{}) {
+		if err != nil {
+			t.Fatalf("stream failed after %d attempts: %v", f.attempts, err)
+		}
+		kinds = append(kinds, ev.Type)
+	}
+	// Each cut attempt: two deltas, then a restart; the fourth answers.
+	want := []StreamEventType{
+		EventTextDelta, EventTextDelta, EventRestart,
+		EventTextDelta, EventTextDelta, EventRestart,
+		EventTextDelta, EventTextDelta, EventRestart,
+		EventTextDelta, EventFinish,
+	}
+	if f.attempts != 4 || !slices.Equal(kinds, want) {
+		t.Fatalf("%d attempts, events %v, want %v", f.attempts, kinds, want)
+	}
+}
+
+func TestStreamCutAfterEventsEndsWithTheErrorWhenAttemptsRunOut(t *testing.T) {
+	f := &fakeClient{errs: []error{&Error{Kind: KindServer}, &Error{Kind: KindServer}}, deltasBeforeErr: 1}
+	p := fastPolicy()
+	p.MaxAttempts = 2
+	var got error
+	restarts := 0
+	for ev, err := range WithRetry(f, p).Stream(t.Context(), &Request{}) {
 		if err != nil {
 			got = err
 			continue
 		}
-		if ev.Type == EventTextDelta {
-			deltas++
+		if ev.Type == EventRestart {
+			restarts++
 		}
 	}
-	if KindOf(got) != KindServer || f.attempts != 1 || deltas != 1 {
-		t.Fatalf("err %v, %d attempts, %d deltas", got, f.attempts, deltas)
+	if KindOf(got) != KindServer || f.attempts != 2 || restarts != 1 {
+		t.Fatalf("err %v, %d attempts, %d restarts", got, f.attempts, restarts)
+	}
+}
+
+func TestStreamCutWithANonRetryableErrorIsNotRetried(t *testing.T) {
+	f := &fakeClient{errs: []error{&Error{Kind: KindInvalidRequest}}, deltasBeforeErr: 1}
+	var got error
+	for _, err := range WithRetry(f, fastPolicy()).Stream(t.Context(), &Request{}) {
+		if err != nil {
+			got = err
+		}
+	}
+	if KindOf(got) != KindInvalidRequest || f.attempts != 1 {
+		t.Fatalf("err %v after %d attempts", got, f.attempts)
 	}
 }
 

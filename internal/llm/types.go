@@ -228,6 +228,10 @@ const (
 	EventToolCallDelta  StreamEventType = "tool_call_delta" // Delta is an arguments fragment for ToolCall.ID
 	EventToolCallEnd    StreamEventType = "tool_call_end"   // ToolCall is complete
 	EventFinish         StreamEventType = "finish"          // Response is set
+	// EventRestart says that the events yielded so far belong to an attempt
+	// that failed after it had started streaming (WithRetry): the consumer
+	// discards them, and a new attempt's events follow.
+	EventRestart StreamEventType = "restart"
 )
 
 // StreamEvent is one event of a streamed response.

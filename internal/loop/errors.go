@@ -14,4 +14,10 @@ var (
 	// ErrResumeRequired is returned by Submit on a session restored in the
 	// middle of processing: call Resume first.
 	ErrResumeRequired = errors.New("session was restored mid-processing: call Resume first")
+	// ErrModelUnavailable is wrapped by the error of a Submit or Resume that
+	// paused because the model kept failing with transient errors (rate
+	// limit, server, network) after the client's retries, in a session made
+	// WithPauseOnModelOutage. The session is not closed: call Resume to try
+	// the same model call again.
+	ErrModelUnavailable = errors.New("model unavailable")
 )

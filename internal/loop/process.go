@@ -90,7 +90,7 @@ func (s *Session) toolLoop(ctx context.Context, round int) (bool, error) {
 		}
 		resp, err := s.callModel(ctx)
 		if err != nil {
-			return false, s.modelError(ctx, err)
+			return false, s.modelError(ctx, err, round)
 		}
 		calls, err := s.recordAssistant(ctx, resp)
 		if err != nil {
@@ -178,6 +178,16 @@ func (s *Session) callModel(ctx context.Context) (*llm.Response, error) {
 		switch ev.Type {
 		case llm.EventTextDelta:
 			s.em.emitDelta(EventAssistantTextDelta, "", ev.Delta)
+		case llm.EventRestart:
+			// The stream was cut after some output and the client retries:
+			// what was streamed is discarded (it never reaches history), and
+			// a new ASSISTANT_TEXT_START tells readers to drop its deltas.
+			if err := s.emit(ctx, EventWarning, EventData{Message: StreamRestartWarning}); err != nil {
+				return nil, err
+			}
+			if err := s.emit(ctx, EventAssistantTextStart, EventData{}); err != nil {
+				return nil, err
+			}
 		case llm.EventFinish:
 			resp = ev.Response
 		}
@@ -233,9 +243,15 @@ func (s *Session) checkContextUsage(ctx context.Context, chars int) error {
 	return s.emit(ctx, EventWarning, EventData{Message: fmt.Sprintf("Context usage at ~%d%% of context window", pct)})
 }
 
+// StreamRestartWarning is the WARNING emitted when a model stream was cut
+// after part of the answer had streamed and the call is made again.
+const StreamRestartWarning = "The model's response stream was cut; retrying the call. The partial answer above is discarded."
+
 // modelError reports a failed model call (seed 000 Appendix B). The
-// returned error closes the session; cancellation is passed through.
-func (s *Session) modelError(ctx context.Context, err error) error {
+// returned error closes the session, except a transient one in a session
+// that pauses on model outages (it wraps ErrModelUnavailable, and Resume
+// repeats the call of round); cancellation is passed through.
+func (s *Session) modelError(ctx context.Context, err error, round int) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -247,6 +263,20 @@ func (s *Session) modelError(ctx context.Context, err error) error {
 	}
 	if eerr := s.emit(ctx, EventError, EventData{Message: err.Error(), ErrorKind: string(kind)}); eerr != nil {
 		return eerr
+	}
+	var le *llm.Error
+	if s.pauseOnOutage && errors.As(err, &le) && le.Retryable() {
+		if serr := s.sync(ctx); serr != nil {
+			return serr
+		}
+		s.mu.Lock()
+		s.needsResume, s.pausedAtModel, s.resumeRound, s.pending = true, true, round, nil
+		s.mu.Unlock()
+		return fmt.Errorf("call model: %w: %w", ErrModelUnavailable, err)
+	}
+	if kind == llm.KindContextLength {
+		return fmt.Errorf("call model: %w (the conversation no longer fits the model's context window and this "+
+			"version does not compact history: start a new session with a shorter task)", err)
 	}
 	return fmt.Errorf("call model: %w", err)
 }

@@ -65,6 +65,7 @@ func (s *Session) restore(events []Event) (uint64, error) {
 				pending.started[d.CallID] = true
 			}
 		case EventToolCallEnd:
+			s.restoreFileViews(d)
 			if pending == nil {
 				continue
 			}
@@ -151,6 +152,15 @@ func (s *Session) Resume(ctx context.Context) error {
 		s.needsResume = false
 		pending, round := s.pending, s.resumeRound
 		s.pending = nil
+		if s.pausedAtModel { // paused on a model outage: make that call again
+			s.pausedAtModel = false
+			s.mu.Unlock()
+			natural, err := s.toolLoop(ctx, round)
+			if err != nil {
+				return err
+			}
+			return s.finishInput(ctx, natural)
+		}
 		var last Turn
 		if n := len(s.history); n > 0 {
 			last = s.history[n-1]
@@ -184,14 +194,23 @@ func (s *Session) Resume(ctx context.Context) error {
 	})
 }
 
-// completeRound finishes a restored tool round.
+// idempotent reports whether the tool name may run again after a crash
+// interrupted it (tool.Registered.Idempotent).
+func (s *Session) idempotent(name string) bool {
+	t, ok := s.profile.Registry().Get(name)
+	return ok && t.Idempotent
+}
+
+// completeRound finishes a restored tool round: calls that never started run
+// now; calls that started and never ended are reported interrupted, except
+// idempotent ones, which run again.
 func (s *Session) completeRound(ctx context.Context, p *pendingRound) error {
 	var toRun []llm.ToolCall
 	for _, c := range p.calls {
 		if _, done := p.results[c.ID]; done {
 			continue
 		}
-		if p.started[c.ID] {
+		if p.started[c.ID] && !s.idempotent(c.Name) {
 			if err := s.emitSync(ctx, EventToolCallEnd, EventData{ToolName: c.Name, CallID: c.ID,
 				Error: InterruptedResult, IsError: true}); err != nil {
 				return err

@@ -37,6 +37,7 @@ type Session struct {
 	// spawner is nil when this session may not spawn (depth limit).
 	spawner tool.SubagentSpawner
 	local   *localSpawner // the in-process spawner, if used
+	files   *FileViews    // read tracking, shared with subagents (readtrack.go)
 
 	life       context.Context // lives until the session is closed (subagents)
 	cancelLife context.CancelFunc
@@ -58,6 +59,10 @@ type Session struct {
 	resumeRound  int
 	pending      *pendingRound
 	lastText     string
+	// pausedAtModel is set when the running input paused on a model outage
+	// (WithPauseOnModelOutage): Resume then makes the same model call again.
+	pausedAtModel bool
+	pauseOnOutage bool
 }
 
 type options struct {
@@ -72,6 +77,8 @@ type options struct {
 	buffer    int
 	restore   []Event
 	restoreOn bool
+	pause     bool
+	files     *FileViews
 }
 
 // Option configures New.
@@ -144,6 +151,16 @@ func WithEventBuffer(n int) Option {
 	}
 }
 
+// WithPauseOnModelOutage makes a model call that still fails with a
+// transient error after the client's retries pause the input instead of
+// closing the session: Submit or Resume returns an error wrapping
+// ErrModelUnavailable, the state stays PROCESSING, and Resume makes the same
+// model call again. Without it such an error closes the session (seed 000
+// Appendix B).
+func WithPauseOnModelOutage() Option {
+	return func(o *options) error { o.pause = true; return nil }
+}
+
 // WithRestore rebuilds the session from its journaled events (see Restore).
 func WithRestore(events []Event) Option {
 	return func(o *options) error { o.restore = slices.Clone(events); o.restoreOn = true; return nil }
@@ -173,9 +190,10 @@ func New(profile Profile, env tool.ExecutionEnvironment, client Client, opts ...
 	s := &Session{
 		id: o.id, profile: profile, env: env, client: client, cfg: o.cfg,
 		journal: o.journal, policy: o.policy, approve: o.approver, now: o.now, depth: o.depth,
-		state: StateIdle, effort: o.cfg.ReasoningEffort,
+		state: StateIdle, effort: o.cfg.ReasoningEffort, pauseOnOutage: o.pause,
 	}
 	s.life, s.cancelLife = context.WithCancel(context.Background())
+	s.files = orNewFileViews(o.files)
 	if s.depth < s.cfg.MaxSubagentDepth {
 		if o.spawner != nil {
 			s.spawner = o.spawner
@@ -343,6 +361,9 @@ func (s *Session) run(ctx context.Context, resume bool, fn func(context.Context)
 	}
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, ErrModelUnavailable) && runCtx.Err() == nil {
+		return err // paused: the input resumes with Resume
 	}
 	if runCtx.Err() != nil {
 		cause := context.Cause(runCtx)

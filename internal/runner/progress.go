@@ -33,6 +33,29 @@ type Progress struct {
 	JournalError     string
 	// Done is set when the runner goroutine has ended.
 	Done bool
+	// Restored is set once the journal was read: Delivered is then what the
+	// journal holds.
+	Restored bool
+	// Worked is the working time of the inputs that ended; InputSince is
+	// when the running input started (zero while idle). Together they are
+	// what spec.limits.deadline bounds (see WorkingTime).
+	Worked     time.Duration
+	InputSince time.Time
+	// ModelUnavailable is the last transient model error while the session
+	// waits for the model (empty otherwise), since ModelUnavailableSince.
+	ModelUnavailable      string
+	ModelUnavailableSince time.Time
+	// HistoryExpired is set when an idle session could not be restored
+	// because the journal no longer holds its events.
+	HistoryExpired bool
+}
+
+// WorkingTime is the working time as of now.
+func (p Progress) WorkingTime(now time.Time) time.Duration {
+	if p.InputSince.IsZero() {
+		return p.Worked
+	}
+	return p.Worked + max(now.Sub(p.InputSince), 0)
 }
 
 func (p Progress) clone() Progress {
@@ -55,7 +78,11 @@ func applyEvent(p *Progress, ev loop.Event) {
 		if p.Phase == "" || p.Phase == agentsv1.PhaseAwaitingInput || p.Phase == agentsv1.PhaseSucceeded {
 			p.Phase, p.Reason = agentsv1.PhaseRunning, agentsv1.ReasonRunning
 		}
+		if ev.Kind == loop.EventUserInput && p.InputSince.IsZero() {
+			p.InputSince = ev.Time
+		}
 	case loop.EventAssistantTextEnd:
+		p.ModelUnavailable, p.ModelUnavailableSince = "", time.Time{} // the model answered
 		p.Turns++
 		if d.Usage != nil {
 			p.Usage = p.Usage.Add(*d.Usage)
@@ -72,6 +99,10 @@ func applyEvent(p *Progress, ev loop.Event) {
 	case loop.EventSessionEnd:
 		if d.Text != "" {
 			p.setResult(d.Text)
+		}
+		if !p.InputSince.IsZero() {
+			p.Worked += max(ev.Time.Sub(p.InputSince), 0)
+			p.InputSince = time.Time{}
 		}
 		applySessionEnd(p, d)
 	}

@@ -58,7 +58,42 @@ type Options struct {
 	Now func() time.Time
 	// Log is the base logger.
 	Log logr.Logger
+	// ReleaseEnv, if set, is called when the last runner using a workspace
+	// pod ended, so the exec stream to it is closed (k8senv.Pool.Release).
+	ReleaseEnv func(namespace, pod string)
+	// MaxConcurrentRestores bounds how many runners build and replay their
+	// journal at once, e.g. after a manager restart (default
+	// DefaultMaxConcurrentRestores).
+	MaxConcurrentRestores int
+	// OutageBackoff is the wait between model calls while the model is
+	// unavailable (default 10 s doubling up to 2 min).
+	OutageBackoff Backoff
 }
+
+// DefaultMaxConcurrentRestores is the default of Options.MaxConcurrentRestores.
+const DefaultMaxConcurrentRestores = 4
+
+// DefaultModelOutageTolerance is how long a session waits for an unavailable
+// model when spec.limits.modelOutageTolerance is unset.
+const DefaultModelOutageTolerance = time.Hour
+
+// Backoff is an exponential wait: Initial first, doubled after each wait
+// up to Max.
+type Backoff struct {
+	Initial, Max time.Duration
+	cur          time.Duration
+}
+
+func (b *Backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.Initial
+	} else {
+		b.cur = min(2*b.cur, b.Max)
+	}
+	return b.cur
+}
+
+func (b *Backoff) reset() { b.cur = 0 }
 
 // Runner manages one goroutine per active session. It is safe for concurrent
 // use.
@@ -67,8 +102,11 @@ type Runner struct {
 
 	children *childWatch // nil without Options.Client
 
+	restores chan struct{} // one token per restore in progress
+
 	mu       sync.Mutex
 	sessions map[types.UID]*session
+	pods     map[types.NamespacedName]int // runners per workspace pod
 	closed   bool
 }
 
@@ -92,7 +130,17 @@ func New(opts Options) (*Runner, error) {
 	if opts.Notify == nil {
 		opts.Notify = func(types.NamespacedName) {}
 	}
-	r := &Runner{opts: opts, sessions: map[types.UID]*session{}}
+	if opts.MaxConcurrentRestores <= 0 {
+		opts.MaxConcurrentRestores = DefaultMaxConcurrentRestores
+	}
+	if opts.OutageBackoff.Initial <= 0 {
+		opts.OutageBackoff.Initial = 10 * time.Second
+	}
+	if opts.OutageBackoff.Max < opts.OutageBackoff.Initial {
+		opts.OutageBackoff.Max = max(2*time.Minute, opts.OutageBackoff.Initial)
+	}
+	r := &Runner{opts: opts, sessions: map[types.UID]*session{}, pods: map[types.NamespacedName]int{},
+		restores: make(chan struct{}, opts.MaxConcurrentRestores)}
 	if opts.Client != nil {
 		w, err := newChildWatch(context.Background(), opts.Informers)
 		if err != nil {
@@ -103,9 +151,12 @@ func New(opts Options) (*Runner, error) {
 	return r, nil
 }
 
-// Ensure starts the runner of s (once per UID; later calls are cheap) with
-// tools running in pod, and offers it the messages of s not yet delivered.
-// It never blocks on the loop.
+// Ensure starts the runner of s with tools running in pod, unless it has
+// one (later calls are cheap), and offers it the messages of s not yet
+// delivered. A runner that ended stays until Forget, so that its last
+// progress reaches status first; the next Ensure after Forget starts a new
+// one, which restores the session from its journal. It never blocks on the
+// loop.
 func (r *Runner) Ensure(s *agentsv1.AgentSession, pod string) error {
 	r.mu.Lock()
 	if r.closed {
@@ -113,9 +164,14 @@ func (r *Runner) Ensure(s *agentsv1.AgentSession, pod string) error {
 		return ErrShutdown
 	}
 	ss, ok := r.sessions[s.UID]
+	if ok && ss.ended() {
+		r.mu.Unlock()
+		return nil // Forget it first (the controller does, once status has its progress)
+	}
 	if !ok {
 		ss = newSession(r, s.DeepCopy(), pod)
 		r.sessions[s.UID] = ss
+		r.pods[types.NamespacedName{Namespace: s.Namespace, Name: pod}]++
 	}
 	r.mu.Unlock()
 	if !ok {
@@ -207,6 +263,47 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// acquireRestore waits for a restore slot until ctx ends.
+func (r *Runner) acquireRestore(ctx context.Context) bool {
+	select {
+	case r.restores <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (r *Runner) releaseRestore() { <-r.restores }
+
+// released counts the end of the runner s; the last runner of a pod closes
+// the stream to it.
+func (r *Runner) released(s *session) {
+	key := types.NamespacedName{Namespace: s.obj.Namespace, Name: s.pod}
+	r.mu.Lock()
+	defer r.mu.Unlock() // a new runner of the pod must not open its stream before this one closes it
+	r.pods[key]--
+	if r.pods[key] > 0 {
+		return
+	}
+	delete(r.pods, key)
+	if r.opts.ReleaseEnv != nil {
+		r.opts.ReleaseEnv(key.Namespace, key.Name)
+	}
+}
+
+// Sessions is the number of runners that have not ended.
+func (r *Runner) Sessions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, ss := range r.sessions {
+		if !ss.ended() {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *Runner) get(uid types.UID) *session {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,27 +28,37 @@ const (
 // cleanupTimeout bounds environment cleanup and the final drain of events.
 const cleanupTimeout = 10 * time.Second
 
-// session is the runner of one AgentSession.
+// session is the runner of one AgentSession, for as long as it works: it
+// ends (and is forgotten) when the session goes idle, fails, is aborted or
+// suspended; a later message starts a new one that restores it from the
+// journal.
 type session struct {
 	r      *Runner
 	obj    *agentsv1.AgentSession
 	pod    string
 	key    types.NamespacedName
 	log    logr.Logger
-	ctx    context.Context
+	ctx    context.Context // cancelled by stop
 	cancel context.CancelFunc
 	done   chan struct{}
 	wake   chan struct{}
 
-	mu            sync.Mutex
-	prog          Progress
-	known         map[string]bool
-	queue         []agentsv1.Message
+	mu    sync.Mutex
+	prog  Progress
+	known map[string]bool
+	queue []agentsv1.Message
+	// inflight are messages handed to the loop (as input or steering) whose
+	// USER_INPUT or STEERING_INJECTED has not been seen yet: they count as
+	// delivered only once the journal holds them.
+	inflight      []agentsv1.Message
 	mode          stopMode
 	failReason    string
 	failMessage   string
 	lastNotify    time.Time
 	notifyPending bool
+	// dj is the session's journal, set once built; stop detaches it before
+	// it cancels, so nothing the unwinding loop emits reaches the journal.
+	dj *detachable
 	// redactor removes the session's API key from the texts progress keeps
 	// (result, error), as the journal does from events; nil until the key
 	// is known, and when there is none.
@@ -65,9 +76,10 @@ func newSession(r *Runner, obj *agentsv1.AgentSession, pod string) *session {
 		known: map[string]bool{},
 	}
 	s.prog.JournalAvailable = true
+	// Until the journal is read, status's view of what was delivered stands;
+	// restored replaces it with what the journal holds.
 	for _, n := range obj.Status.MessagesDelivered {
 		s.known[n] = true
-		s.prog.Delivered = append(s.prog.Delivered, n)
 	}
 	if t := obj.Status.StartTime; t != nil {
 		s.prog.StartTime = t.Time
@@ -99,13 +111,26 @@ func (s *session) signal() {
 	}
 }
 
+// ended reports whether the goroutine has ended.
+func (s *session) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (s *session) snapshot() Progress {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.prog.clone()
 }
 
-// stop asks the goroutine to end; the first reason wins.
+// stop asks the goroutine to end; the first reason wins. A detaching stop
+// detaches the journal before it cancels anything, so that the unwinding
+// input journals nothing (a SESSION_END(CLOSED) would make the journal
+// unresumable).
 func (s *session) stop(mode stopMode) {
 	s.mu.Lock()
 	if s.mode == stopNone {
@@ -114,7 +139,11 @@ func (s *session) stop(mode stopMode) {
 			s.prog.Phase, s.prog.Reason = agentsv1.PhaseAborted, agentsv1.ReasonAborted
 		}
 	}
+	detach, dj := s.mode == stopDetach, s.dj
 	s.mu.Unlock()
+	if detach && dj != nil {
+		dj.detach()
+	}
 	s.cancel()
 }
 
@@ -165,27 +194,22 @@ func (s *session) run() {
 		s.prog.Done = true
 		s.mu.Unlock()
 		close(s.done)
+		s.r.released(s)
 		s.notify(true)
 	}()
-	ctx := s.ctx
-	if d := s.obj.Spec.Limits.Deadline; d != nil {
-		start := s.r.opts.Now()
-		if t := s.obj.Status.StartTime; t != nil {
-			start = t.Time
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, start.Add(d.Duration))
-		defer cancel()
+	if !s.r.acquireRestore(s.ctx) {
+		return // stopped while waiting for a restore slot
 	}
-	sess, dj, replayed, err := s.build(ctx)
+	sess, dj, replayed, err := s.build(s.ctx)
+	s.r.releaseRestore()
 	if err != nil {
-		s.buildFailed(ctx, err)
+		s.buildFailed(err)
 		return
 	}
 	s.restored(replayed)
 	consumed := make(chan struct{})
 	go s.consume(sess.Events(), consumed)
-	s.drive(ctx, sess, replayed)
+	s.drive(sess, replayed)
 	s.finish(sess, dj, consumed)
 }
 
@@ -217,10 +241,17 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 			ErrJournalLost, s.obj.Status.LastEventSequence)
 	}
 	dj := &detachable{j: j}
+	s.mu.Lock()
+	s.dj = dj
+	if s.mode == stopDetach {
+		dj.detach() // stopped while the journal opened
+	}
+	s.mu.Unlock()
 	opts := []loop.Option{
 		loop.WithConfig(loopConfig(&s.obj.Spec)),
 		loop.WithJournal(dj),
 		loop.WithID(string(s.obj.UID)),
+		loop.WithPauseOnModelOutage(),
 	}
 	if d := s.obj.Spec.Depth; d != nil {
 		opts = append(opts, loop.WithDepth(int(*d)))
@@ -283,47 +314,71 @@ func (s *session) journalState(available bool, err error) {
 	s.notify(true)
 }
 
-func (s *session) buildFailed(ctx context.Context, err error) {
-	reason := agentsv1.ReasonFailed
-	switch {
-	case errors.Is(err, ErrConfig):
-		reason = agentsv1.ReasonConfigError
-	case ctx.Err() != nil:
-		s.stoppedByContext(ctx)
+// buildFailed reports why the session could not start. A session that is
+// idle (Succeeded or AwaitingInput) and whose journal expired keeps its
+// phase: it says so (HistoryExpired), and its messages wait undelivered.
+func (s *session) buildFailed(err error) {
+	if s.ctx.Err() != nil {
+		return // stopped: the stop's mode says why
+	}
+	if errors.Is(err, ErrJournalLost) && isIdle(s.obj.Status.Phase) {
+		s.log.Info("The journal no longer holds this idle session's events; it cannot be resumed", "reason", err.Error())
+		s.mu.Lock()
+		s.prog.Phase, s.prog.Reason = s.obj.Status.Phase, string(s.obj.Status.Phase)
+		s.prog.HistoryExpired = true
+		s.mu.Unlock()
 		return
+	}
+	reason := agentsv1.ReasonFailed
+	if errors.Is(err, ErrConfig) {
+		reason = agentsv1.ReasonConfigError
 	}
 	s.log.Error(err, "Session could not start")
 	s.fail(reason, err.Error())
 }
 
-// stoppedByContext records why ctx ended when nobody called stop.
-func (s *session) stoppedByContext(ctx context.Context) {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		s.fail(agentsv1.ReasonDeadlineExceeded, "spec.limits.deadline passed")
-	}
+// isIdle reports whether phase is one where no input runs and the session
+// waits for a message.
+func isIdle(phase agentsv1.Phase) bool {
+	return phase == agentsv1.PhaseSucceeded || phase == agentsv1.PhaseAwaitingInput
 }
 
-// restored folds the replayed events into progress and marks messages the
-// journal already holds as delivered.
+// restored folds the replayed events into progress; what was delivered is
+// what the journal holds, whatever status said.
 func (s *session) restored(replayed []loop.Event) {
 	s.mu.Lock()
 	for _, ev := range replayed {
 		applyEvent(&s.prog, ev)
 	}
-	delivered := map[string]bool{}
-	for _, n := range s.prog.Delivered {
-		delivered[n] = true
-	}
-	found := deliveredInJournal(s.obj.Spec.Messages, replayed, delivered)
+	found := deliveredInJournal(s.obj.Spec.Messages, replayed, nil)
+	s.prog.Delivered = found
+	s.prog.Restored = true
+	inJournal := map[string]bool{}
 	for _, n := range found {
+		inJournal[n] = true
+	}
+	s.known = map[string]bool{}
+	for n := range inJournal {
 		s.known[n] = true
-		s.prog.Delivered = append(s.prog.Delivered, n)
+	}
+	// Messages offered before the journal was read and not in it stay queued;
+	// the ones status called delivered but the journal lacks are offered again.
+	for _, m := range s.obj.Spec.Messages {
+		if !inJournal[m.Name] && !slices.ContainsFunc(s.queue, func(q agentsv1.Message) bool { return q.Name == m.Name }) {
+			s.known[m.Name] = true
+			s.queue = append(s.queue, m)
+		}
+	}
+	for _, q := range s.queue {
+		s.known[q.Name] = true
 	}
 	s.mu.Unlock()
 	s.notify(true)
+	s.signal()
 }
 
-// consume folds live events into progress and enforces the token budget.
+// consume folds live events into progress, notes which handed-over
+// messages the journal now holds, and enforces the token budget.
 func (s *session) consume(evs <-chan loop.Event, done chan<- struct{}) {
 	defer close(done)
 	budget := s.obj.Spec.Limits.TokenBudget
@@ -333,9 +388,26 @@ func (s *session) consume(evs <-chan loop.Event, done chan<- struct{}) {
 			s.mu.Unlock()
 			continue // not journaled: status must not run ahead of the journal
 		}
-		before := s.prog.Phase
+		before, reason, msg := s.prog.Phase, s.prog.Reason, s.prog.Error
 		applyEvent(&s.prog, redactEvent(s.redactor, ev))
+		if ev.Kind == loop.EventSessionEnd && ev.Data.State == string(loop.StateClosed) {
+			// A live loop closes because the runner stopped it or its input
+			// failed; the runner, not this event, says why (inputEnded, stop).
+			s.prog.Phase, s.prog.Reason, s.prog.Error = before, reason, msg
+		}
 		changed := s.prog.Phase != before
+		if ev.Kind == loop.EventUserInput || ev.Kind == loop.EventSteeringInjected {
+			if i := slices.IndexFunc(s.inflight, func(m agentsv1.Message) bool { return m.Text == ev.Data.Content }); i >= 0 {
+				s.inflight = slices.Delete(s.inflight, i, i+1) // journaled: no longer in flight
+			}
+		}
+		switch s.mode { // what the runner decided stands, whatever the unwinding loop says
+		case stopFail:
+			s.prog.Phase, s.prog.Reason, s.prog.Error = agentsv1.PhaseFailed, s.failReason, s.failMessage
+		case stopAbort:
+			s.prog.Phase, s.prog.Reason = agentsv1.PhaseAborted, agentsv1.ReasonAborted
+		}
+		changed = changed || s.prog.Phase != before
 		over := budget > 0 && s.prog.Usage.Total() > budget
 		s.mu.Unlock()
 		if over {
@@ -358,104 +430,227 @@ func redactEvent(r *events.Redactor, ev loop.Event) loop.Event {
 	return ev
 }
 
-// drive submits the prompt and the messages, one input at a time, until the
-// session must stop.
-func (s *session) drive(ctx context.Context, sess *loop.Session, replayed []loop.Event) {
+// input is the one input the loop is processing.
+type input struct {
+	ctx    context.Context // bounded by the working-time deadline
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startInput runs Submit(text), or Resume when resume is set, under the
+// working-time deadline.
+func (s *session) startInput(sess *loop.Session, resume bool, text string) *input {
+	ctx, cancel := s.inputContext()
+	in := &input{ctx: ctx, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		if resume {
+			in.done <- sess.Resume(ctx)
+			return
+		}
+		in.done <- sess.Submit(ctx, text)
+	}()
+	return in
+}
+
+// inputContext bounds an input by what is left of spec.limits.deadline:
+// the working time of earlier inputs is spent, and the running input's
+// clock started at its USER_INPUT (now for a new one).
+func (s *session) inputContext() (context.Context, context.CancelFunc) {
+	d := s.obj.Spec.Limits.Deadline
+	if d == nil {
+		return context.WithCancel(s.ctx)
+	}
+	s.mu.Lock()
+	worked, since := s.prog.Worked, s.prog.InputSince
+	s.mu.Unlock()
+	if since.IsZero() {
+		since = s.r.opts.Now()
+	}
+	return context.WithDeadline(s.ctx, since.Add(d.Duration-worked))
+}
+
+// drive gives the loop the prompt and the messages, one input at a time,
+// and returns when the session is idle with nothing left to do, or must stop.
+func (s *session) drive(sess *loop.Session, replayed []loop.Event) {
 	if sess.State() == loop.StateClosed {
 		return
 	}
-	submitted := make(chan error, 1)
-	running := false
-	startInput := func(resume bool, text string) {
-		running = true
-		go func() {
-			if resume {
-				submitted <- sess.Resume(ctx)
-				return
-			}
-			submitted <- sess.Submit(ctx, text)
-		}()
-	}
+	var (
+		in      *input
+		retry   *time.Timer // set while paused on a model outage
+		waiting []agentsv1.Message
+		outage  = s.r.opts.OutageBackoff
+	)
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	switch {
 	case sess.NeedsResume():
-		startInput(true, "")
+		in = s.startInput(sess, true, "")
 	case !promptSubmitted(replayed):
-		startInput(false, s.obj.Spec.Prompt)
+		in = s.startInput(sess, false, s.obj.Spec.Prompt)
 	}
-	var waiting []agentsv1.Message
 	for {
 		s.mu.Lock()
 		queued := s.queue
 		s.queue = nil
 		s.mu.Unlock()
 		for _, m := range queued {
-			if running && m.Kind == agentsv1.MessageSteer {
+			if (in != nil || retry != nil) && m.Kind == agentsv1.MessageSteer {
 				sess.Steer(m.Text)
-				s.delivered(m.Name)
+				s.handOver(m)
 				continue
 			}
 			waiting = append(waiting, m)
 		}
-		if !running && len(waiting) > 0 {
+		if in == nil && retry == nil {
+			if len(waiting) == 0 {
+				return // idle: the runner ends; a message restores the session
+			}
 			m := waiting[0]
 			waiting = waiting[1:]
-			s.delivered(m.Name)
-			startInput(false, m.Text)
+			s.handOver(m)
+			in = s.startInput(sess, false, m.Text)
+		}
+		var inDone <-chan error
+		if in != nil {
+			inDone = in.done
+		}
+		var retryC <-chan time.Time
+		if retry != nil {
+			retryC = retry.C
 		}
 		select {
 		case <-s.wake:
-		case err := <-submitted:
-			running = false
-			if s.inputEnded(ctx, err) {
+		case err := <-inDone:
+			ended := in
+			in = nil
+			ended.cancel()
+			switch s.inputEnded(ended.ctx, err) {
+			case inputStop:
 				return
+			case inputPaused:
+				wait := outage.next()
+				s.log.Info("Model unavailable; retrying the call later", "after", wait.String())
+				retry = time.NewTimer(wait)
+			default:
+				outage.reset()
 			}
 			s.signal() // look at waiting messages again
-		case <-ctx.Done():
-			s.stoppedByContext(ctx)
+		case <-retryC:
+			retry = nil
+			in = s.startInput(sess, true, "")
+		case <-s.ctx.Done():
 			return
 		}
 	}
 }
 
-// inputEnded handles the end of one Submit or Resume and reports whether the
-// session must stop.
-func (s *session) inputEnded(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		s.stoppedByContext(ctx)
-		return true
-	}
-	if err != nil {
-		s.fail(agentsv1.ReasonFailed, err.Error())
-		return true
-	}
+// handOver records that m was given to the loop: it counts as delivered,
+// and until its input event is seen it is also in flight (see takeBack).
+func (s *session) handOver(m agentsv1.Message) {
 	s.mu.Lock()
-	failed, reason, msg := s.prog.Phase == agentsv1.PhaseFailed, s.prog.Reason, s.prog.Error
-	s.mu.Unlock()
-	if failed { // a limit (TURN_LIMIT) ended the input
-		s.fail(reason, msg)
-		return true
-	}
-	return false
-}
-
-func (s *session) delivered(name string) {
-	s.mu.Lock()
-	s.prog.Delivered = append(s.prog.Delivered, name)
+	s.inflight = append(s.inflight, m)
+	s.prog.Delivered = append(s.prog.Delivered, m.Name)
 	s.mu.Unlock()
 	s.notify(true)
 }
 
-// finish closes the loop (detaching the journal first when suspending) and
-// releases the environment.
+// takeBack un-delivers the messages the loop was given but never journaled
+// (a steer still queued when the input ended or the session stopped): the
+// loop that held them is gone, so the next runner must get them again.
+func (s *session) takeBack() {
+	s.mu.Lock()
+	for _, m := range s.inflight {
+		if i := slices.Index(s.prog.Delivered, m.Name); i >= 0 {
+			s.prog.Delivered = slices.Delete(s.prog.Delivered, i, i+1)
+		}
+	}
+	s.inflight = nil
+	s.mu.Unlock()
+}
+
+type inputOutcome int
+
+const (
+	inputDone   inputOutcome = iota // the input ended; the session goes on
+	inputPaused                     // the model is unavailable; resume later
+	inputStop                       // the session must stop
+)
+
+// inputEnded handles the end of one Submit or Resume run under ctx.
+func (s *session) inputEnded(ctx context.Context, err error) inputOutcome {
+	switch {
+	case s.ctx.Err() != nil:
+		return inputStop // stopped: the stop's mode says why
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		s.fail(agentsv1.ReasonDeadlineExceeded, fmt.Sprintf("spec.limits.deadline (%s of working time) used up",
+			s.obj.Spec.Limits.Deadline.Duration))
+		return inputStop
+	case errors.Is(err, loop.ErrModelUnavailable):
+		return s.modelUnavailable(err)
+	case err != nil:
+		s.fail(agentsv1.ReasonFailed, err.Error())
+		return inputStop
+	}
+	s.mu.Lock()
+	failed, reason, msg := s.prog.Phase == agentsv1.PhaseFailed, s.prog.Reason, s.prog.Error
+	s.prog.ModelUnavailable, s.prog.ModelUnavailableSince = "", time.Time{}
+	s.mu.Unlock()
+	if failed { // a limit (TURN_LIMIT) ended the input
+		s.fail(reason, msg)
+		return inputStop
+	}
+	return inputDone
+}
+
+// modelUnavailable records a model outage and decides whether to wait for
+// the model (paused) or give up (spec.limits.modelOutageTolerance used up).
+func (s *session) modelUnavailable(err error) inputOutcome {
+	tolerance := DefaultModelOutageTolerance
+	if t := s.obj.Spec.Limits.ModelOutageTolerance; t != nil {
+		tolerance = t.Duration
+	}
+	now := s.r.opts.Now()
+	msg := fmt.Sprintf("provider %s: %v", s.obj.Spec.Model.Provider, err)
+	s.mu.Lock()
+	if s.redactor != nil {
+		msg = s.redactor.String(msg)
+	}
+	if s.prog.ModelUnavailableSince.IsZero() {
+		s.prog.ModelUnavailableSince = now
+	}
+	since := s.prog.ModelUnavailableSince
+	s.prog.ModelUnavailable = msg
+	s.mu.Unlock()
+	if now.Sub(since) >= tolerance {
+		s.fail(agentsv1.ReasonModelUnavailable, fmt.Sprintf("the model was unavailable for %s (spec.limits.modelOutageTolerance %s); last error: %s",
+			now.Sub(since).Round(time.Second), tolerance, msg))
+		return inputStop
+	}
+	s.notify(true)
+	return inputPaused
+}
+
+// finish closes the loop and releases the environment. A session that went
+// idle, or is suspended, is detached first: its journal stays resumable.
 func (s *session) finish(sess *loop.Session, dj *detachable, consumed <-chan struct{}) {
 	s.mu.Lock()
 	mode := s.mode
 	if mode == stopNone {
-		// The goroutine ended on its own (a restored CLOSED session): nothing to stop.
-		mode = stopAbort
-		if !s.prog.Phase.IsFinal() {
-			s.prog.Phase, s.prog.Reason = agentsv1.PhaseFailed, agentsv1.ReasonFailed
-			s.prog.Error = "the journal says the session was closed"
+		switch sess.State() {
+		case loop.StateIdle, loop.StateAwaitingInput:
+			mode = stopDetach // idle: nothing to stop, nothing more to journal
+			s.mode = mode
+		default:
+			// The goroutine ended on its own (a restored CLOSED session): nothing to stop.
+			mode = stopAbort
+			if !s.prog.Phase.IsFinal() {
+				s.prog.Phase, s.prog.Reason = agentsv1.PhaseFailed, agentsv1.ReasonFailed
+				s.prog.Error = "the journal says the session was closed"
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -472,4 +667,5 @@ func (s *session) finish(sess *loop.Session, dj *detachable, consumed <-chan str
 	case <-timer.C:
 		s.log.Info("Events of the closed loop were not drained in time")
 	}
+	s.takeBack()
 }

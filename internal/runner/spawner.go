@@ -52,7 +52,8 @@ func childName(parent string, n int) string {
 	return parent + "-sub-" + strconv.Itoa(n)
 }
 
-// Spawn creates the next child, unless the depth limit is reached or
+// Spawn creates the child of the call (adopting it when an earlier run of
+// the same call created it), unless the depth limit is reached or
 // maxChildren children are still running.
 func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.SpawnResult, error) {
 	p := sp.parent
@@ -61,6 +62,11 @@ func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	if req.CallID != "" {
+		if res, ok, err := sp.adopt(ctx, req.CallID); ok || err != nil {
+			return res, err
+		}
+	}
 	var children agentsv1.AgentSessionList
 	if err := sp.c.List(ctx, &children, client.InNamespace(p.Namespace),
 		client.MatchingLabels{agentsv1.LabelParentUID: string(p.UID)}); err != nil {
@@ -103,6 +109,36 @@ func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.
 	}
 }
 
+// adopt returns the child that an earlier run of the spawn_agent call
+// callID created (its AnnotationSpawnCall), if there is one. It lists from
+// the API server, not the cache: the child may have been created just before
+// a crash.
+func (sp *childSpawner) adopt(ctx context.Context, callID string) (tool.SpawnResult, bool, error) {
+	var children agentsv1.AgentSessionList
+	if err := sp.r.List(ctx, &children, client.InNamespace(sp.parent.Namespace),
+		client.MatchingLabels{agentsv1.LabelParentUID: string(sp.parent.UID)}); err != nil {
+		return tool.SpawnResult{}, false, fmt.Errorf("list children: %w", err)
+	}
+	for _, c := range children.Items {
+		if c.Annotations[agentsv1.AnnotationSpawnCall] != callID {
+			continue
+		}
+		if sp.spawned == nil {
+			sp.spawned = map[string]bool{}
+		}
+		sp.spawned[c.Name] = true
+		status := "running"
+		switch c.Status.Phase {
+		case agentsv1.PhaseSucceeded:
+			status = "completed"
+		case agentsv1.PhaseFailed, agentsv1.PhaseAborted:
+			status = "failed"
+		}
+		return tool.SpawnResult{AgentID: c.Name, Status: status}, true, nil
+	}
+	return tool.SpawnResult{}, false, nil
+}
+
 // sessionDepth is spec.depth (0 when unset).
 func sessionDepth(s *agentsv1.AgentSession) int32 {
 	if s.Spec.Depth == nil {
@@ -141,6 +177,9 @@ func (sp *childSpawner) child(req tool.SpawnRequest, name string) *agentsv1.Agen
 	}
 	spec.Subagents.WorkingDir = req.WorkingDir
 	annotations := map[string]string{}
+	if req.CallID != "" {
+		annotations[agentsv1.AnnotationSpawnCall] = req.CallID
+	}
 	if p.Spec.Subagents.Workspace != agentsv1.SubagentWorkspaceIsolated {
 		annotations[agentsv1.AnnotationSharedWorkspace] = p.Name
 	}

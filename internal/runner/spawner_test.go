@@ -314,3 +314,39 @@ func TestChildSpawnerAgainstAPIServer(t *testing.T) {
 		}
 	})
 }
+
+// A spawn_agent call run again after a crash (a new manager, a new spawner)
+// adopts the child its first run created, even when that child fills
+// maxChildren: one child, not two.
+func TestSpawnCallRunAgainAdoptsItsChild(t *testing.T) {
+	f := newSpawnerFixture(t)
+	ctx := t.Context()
+	watch, err := newChildWatch(ctx, f.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start(t)
+	f.parent.Spec.Subagents.MaxChildren = ptr.To[int32](1)
+	first := &childSpawner{c: f.cached, r: f.api, parent: f.parent, watch: watch}
+	res, err := first.Spawn(ctx, tool.SpawnRequest{CallID: "toolu_crash", Task: "one"})
+	if err != nil {
+		t.Fatalf("spawn: %v", err)
+	}
+	again := &childSpawner{c: f.cached, r: f.api, parent: f.parent, watch: watch}
+	res2, err := again.Spawn(ctx, tool.SpawnRequest{CallID: "toolu_crash", Task: "one"})
+	if err != nil || res2.AgentID != res.AgentID {
+		t.Fatalf("the same call run again = %+v, %v; want %s adopted", res2, err, res.AgentID)
+	}
+	if _, err := again.Spawn(ctx, tool.SpawnRequest{CallID: "toolu_other", Task: "two"}); err == nil ||
+		!strings.Contains(err.Error(), "maxChildren is 1") {
+		t.Errorf("another call = %v, want the maxChildren limit (the adopted child counts)", err)
+	}
+	var list agentsv1.AgentSessionList
+	if err := f.api.List(ctx, &list, client.InNamespace(f.parent.Namespace),
+		client.MatchingLabels{agentsv1.LabelParentUID: string(f.parent.UID)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Annotations[agentsv1.AnnotationSpawnCall] != "toolu_crash" {
+		t.Errorf("children %d, want exactly one, annotated with its call id", len(list.Items))
+	}
+}

@@ -24,6 +24,7 @@ import (
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/loop"
+	"github.com/agent-operator/agent-operator/internal/runner"
 	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
@@ -147,10 +148,11 @@ func statusesOf(reqs []llmRequest, prefix string) []int {
 // llmSession creates an Anthropic session named name whose model is the llmserver script of
 // the same name at root, with its API key in a Secret, and registers the session's deletion
 // while the operator still runs (its finalizer needs the operator).
-func llmSession(ctx context.Context, ns, name, root, apiKey, prompt string) *agentsv1.AgentSession {
+func llmSession(ctx context.Context, ns, name, root, apiKey, prompt string, mutate ...func(*agentsv1.AgentSession)) *agentsv1.AgentSession {
 	GinkgoHelper()
 	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-llm"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-llm",
+			Labels: map[string]string{runner.LabelLLMCredentials: "true"}}, // opted in as an API key
 		StringData: map[string]string{"api-key": apiKey},
 	}
 	Expect(f.Client.Create(ctx, sec)).To(Succeed())
@@ -166,6 +168,9 @@ func llmSession(ctx context.Context, ns, name, root, apiKey, prompt string) *age
 			},
 			Limits: agentsv1.Limits{MaxTurns: 10, Deadline: &metav1.Duration{Duration: 10 * time.Minute}},
 		},
+	}
+	for _, m := range mutate {
+		m(s)
 	}
 	Expect(f.Client.Create(ctx, s)).To(Succeed())
 	deleteSessionAtCleanup(ns, name)
@@ -227,7 +232,9 @@ var _ = Describe("sessions against the in-cluster LLM test server", Ordered, Con
 	It("ends a session whose provider answers HTTP 429 to every attempt in Failed, saying it retried", Label("chaos"), func(ctx SpecContext) {
 		ns := f.SpecNamespace(ctx, "ao-llmstorm")
 		root := deployLLMServer(ctx, ns, map[string]string{"ratelimited": rateLimitedScript})
-		s := llmSession(ctx, ns, "ratelimited", root, "sk-e2e-ratelimited-key", "Check the workspace.")
+		// No outage tolerance: the session gives up after the client's own retries.
+		s := llmSession(ctx, ns, "ratelimited", root, "sk-e2e-ratelimited-key", "Check the workspace.",
+			func(s *agentsv1.AgentSession) { s.Spec.Limits.ModelOutageTolerance = &metav1.Duration{} })
 
 		final := waitForOutcome(ctx, s, 3*time.Minute)
 		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseFailed))
@@ -241,7 +248,7 @@ var _ = Describe("sessions against the in-cluster LLM test server", Ordered, Con
 		completed := meta.FindStatusCondition(final.Status.Conditions, agentsv1.ConditionCompleted)
 		Expect(completed).NotTo(BeNil(), "condition %s", agentsv1.ConditionCompleted)
 		Expect(completed.Status).To(Equal(metav1.ConditionTrue))
-		Expect(completed.Reason).To(Equal(agentsv1.ReasonFailed))
+		Expect(completed.Reason).To(Equal(agentsv1.ReasonModelUnavailable))
 		Expect(completed.Message).To(ContainSubstring(why))
 
 		// The Warning event of the transition says why too.
@@ -263,6 +270,69 @@ var _ = Describe("sessions against the in-cluster LLM test server", Ordered, Con
 		Expect(errs[0].Data.ErrorKind).To(Equal("rate_limit"))
 		Expect(errs[0].Data.Message).To(ContainSubstring(why))
 	}, SpecTimeout(5*time.Minute))
+
+	It("retries a stream cut mid-answer and records the answer exactly once", Label("chaos"), func(ctx SpecContext) {
+		ns := f.SpecNamespace(ctx, "ao-llmcut")
+		const answer = "The whole answer, streamed to the end."
+		root := deployLLMServer(ctx, ns, map[string]string{"cut": `turns:
+  - text: "` + answer + `"
+    error: {kind: server, message: "connection reset mid-stream", midStream: true, times: 3}
+`})
+		s := llmSession(ctx, ns, "cut", root, "sk-e2e-cut-key", "Answer.")
+
+		final := waitForOutcome(ctx, s, 3*time.Minute)
+		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
+		Expect(final.Status.Result).To(Equal(answer))
+		Expect(final.Status.Turns).To(BeEquivalentTo(1))
+		Expect(statusesOf(llmRequests(ctx, ns), "/cut/anthropic/")).To(HaveLen(4), "3 cut streams and the whole one")
+
+		evs, _ := sessionEvents(ctx, op, final)
+		ends := eventsOfKind(evs, loop.EventAssistantTextEnd)
+		Expect(ends).To(HaveLen(1), "the answer is recorded once")
+		Expect(ends[0].Data.Text).To(Equal(answer))
+		restarts := 0
+		for _, w := range eventsOfKind(evs, loop.EventWarning) {
+			if w.Data.Message == loop.StreamRestartWarning {
+				restarts++
+			}
+		}
+		Expect(restarts).To(Equal(3), "a WARNING for each discarded partial answer")
+		Expect(eventsOfKind(evs, loop.EventError)).To(BeEmpty(), "ERROR events")
+	}, SpecTimeout(5*time.Minute))
+
+	It("waits out a model outage as ModelUnavailable, then resumes and Succeeds", Label("chaos"), func(ctx SpecContext) {
+		ns := f.SpecNamespace(ctx, "ao-llmoutage")
+		// 12 answers of HTTP 529 (overloaded): three rounds of the client's 4 attempts, each
+		// followed by a pause of the session, then the answer.
+		root := deployLLMServer(ctx, ns, map[string]string{"outage": `turns:
+  - text: "Back after the outage."
+    error: {kind: server, statusCode: 529, code: overloaded_error, message: "Overloaded", times: 12}
+`})
+		s := llmSession(ctx, ns, "outage", root, "sk-e2e-outage-key", "Answer.")
+
+		Eventually(func(g Gomega, ctx context.Context) {
+			got := &agentsv1.AgentSession{}
+			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+			c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionModelAvailable)
+			g.Expect(c).NotTo(BeNil(), "condition %s", agentsv1.ConditionModelAvailable)
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(agentsv1.ReasonModelUnavailable))
+			g.Expect(c.Message).To(And(ContainSubstring("anthropic"), ContainSubstring("529")))
+			g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseRunning), "a waiting session keeps running")
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+
+		final := waitForOutcome(ctx, s, 4*time.Minute)
+		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
+		Expect(final.Status.Result).To(Equal("Back after the outage."))
+		c := meta.FindStatusCondition(final.Status.Conditions, agentsv1.ConditionModelAvailable)
+		Expect(c).NotTo(BeNil())
+		Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		Expect(statusesOf(llmRequests(ctx, ns), "/outage/anthropic/")).To(HaveLen(13))
+		evs, _ := sessionEvents(ctx, op, final)
+		Expect(eventsOfKind(evs, loop.EventUserInput)).To(HaveLen(1))
+		Expect(eventsOfKind(evs, loop.EventAssistantTextEnd)).To(HaveLen(1))
+		Expect(eventsOfKind(evs, loop.EventError)).To(HaveLen(3), "one ERROR per pause")
+	}, SpecTimeout(7*time.Minute))
 
 	It("never shows the provider API key in manager logs, the session object, Kubernetes Events, the session's events or tool outputs", Label("security"), func(ctx SpecContext) {
 		ns := f.SpecNamespace(ctx, "ao-llmsecret")

@@ -137,7 +137,7 @@ func (s Suite) Run(t *testing.T) {
 	t.Run("retry dropped connection", func(t *testing.T) { modes(t, s.retryNetwork) })
 	t.Run("no retry on authentication error", func(t *testing.T) { modes(t, s.noRetryAuth) })
 	t.Run("context length", func(t *testing.T) { modes(t, s.contextLength) })
-	t.Run("mid-stream error is not retried after output", s.midStream)
+	t.Run("a stream cut after output is retried after a restart", s.midStream)
 	t.Run("cancel mid-stream", s.cancel)
 	t.Run("idle stream watchdog", s.idle)
 	t.Run("no environment credentials", func(t *testing.T) { modes(t, s.noEnv) })
@@ -353,13 +353,29 @@ func (s Suite) contextLength(t *testing.T, stream bool) {
 }
 
 func (s Suite) midStream(t *testing.T) {
-	srv, c := s.start(t, `turns: [{text: "partial answer here", error: {kind: server, midStream: true}}]`)
+	srv, c := s.start(t, `turns: [{text: "partial answer here", error: {kind: server, midStream: true, times: 1}}]`)
 	var waits []time.Duration
 	var mu sync.Mutex
-	_, text, _, _, err := Collect(retryClient(c, &waits, &mu).Stream(t.Context(), userReq("hi")))
-	wantKind(t, err, llm.KindServer)
-	if text == "" || len(srv.Requests()) != 1 {
-		t.Fatalf("text %q before the error, %d requests; want text and no retry", text, len(srv.Requests()))
+	restarts, deltasAfter := 0, ""
+	var resp *llm.Response
+	for ev, err := range retryClient(c, &waits, &mu).Stream(t.Context(), userReq("hi")) {
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		switch ev.Type {
+		case llm.EventRestart:
+			restarts++
+			deltasAfter = ""
+		case llm.EventTextDelta:
+			deltasAfter += ev.Delta
+		case llm.EventFinish:
+			resp = ev.Response
+		}
+	}
+	if restarts != 1 || len(srv.Requests()) != 2 || resp == nil || resp.Text() != "partial answer here" ||
+		deltasAfter != "partial answer here" {
+		t.Fatalf("%d restarts, %d requests, answer %v, deltas after the restart %q; want 1, 2 and the answer once",
+			restarts, len(srv.Requests()), resp, deltasAfter)
 	}
 }
 

@@ -42,6 +42,7 @@ func SpawnAgent(v Variant) tool.Registered {
 	return tool.Registered{
 		Definition: tool.Definition{Name: "spawn_agent", Description: desc, Parameters: schema},
 		Executor:   spawnAgent,
+		Idempotent: true,
 	}
 }
 
@@ -67,7 +68,7 @@ func spawnAgent(ctx context.Context, inv *tool.Invocation) (tool.Result, error) 
 		return errorResult("Error: max_turns must be 0 (unlimited) or greater (got %d).", a.MaxTurns.v)
 	}
 	res, err := inv.Subagents.Spawn(ctx, tool.SpawnRequest{
-		Task: a.Task, WorkingDir: a.WorkingDir, Model: a.Model, MaxTurns: a.MaxTurns.v,
+		CallID: inv.CallID, Task: a.Task, WorkingDir: a.WorkingDir, Model: a.Model, MaxTurns: a.MaxTurns.v,
 	})
 	if err != nil {
 		return subagentFailure(ctx, "spawn the agent", err)

@@ -101,7 +101,7 @@ func TestSubagentTools(t *testing.T) {
 			}
 		})
 	}
-	if len(sp.spawned) != 1 || sp.spawned[0] != (tool.SpawnRequest{Task: "write tests", WorkingDir: "pkg", MaxTurns: 5}) {
+	if len(sp.spawned) != 1 || sp.spawned[0] != (tool.SpawnRequest{CallID: "call-1", Task: "write tests", WorkingDir: "pkg", MaxTurns: 5}) {
 		t.Errorf("spawn requests = %+v", sp.spawned)
 	}
 	if len(sp.inputs) != 1 || sp.inputs[0] != "also lint" {

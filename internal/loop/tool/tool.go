@@ -23,6 +23,11 @@ type Executor func(ctx context.Context, inv *Invocation) (Result, error)
 type Registered struct {
 	Definition Definition
 	Executor   Executor
+	// Idempotent tools are run again, with the same call id, when a restored
+	// journal shows the call started and never ended: running them twice
+	// has the effect of running them once (spawn_agent adopts the child its
+	// first run created). Every other such call is reported interrupted.
+	Idempotent bool
 }
 
 // Invocation is everything an executor may use.
@@ -41,6 +46,9 @@ type Invocation struct {
 	MaxTimeout     time.Duration
 	// Output streams incremental output (TOOL_CALL_OUTPUT_DELTA). Never nil.
 	Output func(delta string)
+	// Files tracks what the model has seen of each file and serializes
+	// edits per file; nil disables the stale-file checks.
+	Files FileViews
 }
 
 // Result is a tool's output as the model will see it before truncation.
@@ -62,6 +70,10 @@ type SubagentSpawner interface {
 
 // SpawnRequest are the spawn_agent arguments.
 type SpawnRequest struct {
+	// CallID is the id of the spawn_agent call: a spawner derives the child's
+	// identity from it, so a call run again after a crash finds the child the
+	// first run created instead of making a second one.
+	CallID     string `json:"-"`
 	Task       string `json:"task"`
 	WorkingDir string `json:"working_dir,omitempty"`
 	Model      string `json:"model,omitempty"`

@@ -1,0 +1,120 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/test/e2e/framework"
+)
+
+// lifecycleScript is helloScript with a fifth turn that answers a follow-up.
+const lifecycleScript = helloScript + `  - expect: {lastUserContains: "once more"}
+    text: "Follow-up done."
+`
+
+// executorsIn counts the executor processes running in the workspace container of pod: one
+// per open exec stream of the manager.
+func executorsIn(ctx context.Context, ns, pod string) (int, error) {
+	res, err := f.Exec(ctx, framework.ExecOptions{Namespace: ns, Pod: pod, Container: "workspace",
+		Command: []string{"sh", "-c", "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -o '[/]agent/bin/executor-sidecar serve' | wc -l"}})
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(res.Stdout))
+}
+
+// appendMessage adds a follow-up message to the session as a user would (kubectl patch).
+func appendMessage(ctx context.Context, s *agentsv1.AgentSession, name, text string) {
+	GinkgoHelper()
+	Eventually(func(ctx context.Context) error {
+		got := &agentsv1.AgentSession{}
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), got); err != nil {
+			return err
+		}
+		got.Spec.Messages = append(got.Spec.Messages, agentsv1.Message{Name: name, Kind: agentsv1.MessageFollowUp, Text: text})
+		return f.Client.Update(ctx, got)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// A finished session stays finished and holds nothing: the deadline bounds working time, not
+// the time it sits idle; its runner and exec stream end; its pod goes when the user says.
+var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecycle"), func() {
+	withOperator("ao-lifecycle", "ao-lifecycle")
+
+	It("stays Succeeded past its deadline with no stream open, then runs a message", func(ctx SpecContext) {
+		ns := f.SpecNamespace(ctx, "ao-idle")
+		s := scriptedSession(ctx, ns, "idle", lifecycleScript, func(s *agentsv1.AgentSession) {
+			s.Spec.Limits.Deadline = &metav1.Duration{Duration: 20 * time.Second}
+		})
+		done := waitForFinalPhase(ctx, s)
+		Expect(done.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", done.Status.Error)
+		Expect(done.Status.WorkingTime).NotTo(BeNil())
+		GinkgoWriter.Printf("working time %s of a 20s deadline\n", done.Status.WorkingTime.Duration)
+
+		// The idle session's runner ended and closed its exec stream: no executor runs in the pod.
+		Eventually(func(ctx context.Context) (int, error) { return executorsIn(ctx, ns, done.Status.PodName) }).
+			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeZero(), "executor processes in the idle pod")
+
+		// 40 s past the deadline's wall-clock time it is still Succeeded, with its pod.
+		until := done.Status.StartTime.Add(20*time.Second + 40*time.Second)
+		Consistently(func(g Gomega, ctx context.Context) {
+			got := &agentsv1.AgentSession{}
+			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+			g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", got.Status.Error)
+			g.Expect(f.Client.Get(ctx, objectKey(ns, done.Status.PodName), &corev1.Pod{})).To(Succeed(), "the pod is retained")
+		}).WithContext(ctx).WithTimeout(time.Until(until)).WithPolling(2 * time.Second).Should(Succeed())
+
+		appendMessage(ctx, s, "again", "Do it once more.")
+		Eventually(func(g Gomega, ctx context.Context) {
+			got := &agentsv1.AgentSession{}
+			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+			g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", got.Status.Error)
+			g.Expect(got.Status.Result).To(Equal("Follow-up done."))
+			g.Expect(got.Status.MessagesDelivered).To(ConsistOf("again"))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+	}, SpecTimeout(5*time.Minute))
+
+	It("releases the pod of an idle session when retainAfterSuccess passes and runs a message in a new one", func(ctx SpecContext) {
+		ns := f.SpecNamespace(ctx, "ao-release")
+		s := scriptedSession(ctx, ns, "release", lifecycleScript, func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.RetainAfterSuccess = &metav1.Duration{Duration: 5 * time.Second}
+		})
+		done := waitForFinalPhase(ctx, s)
+		Expect(done.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", done.Status.Error)
+		oldPod := done.Status.PodName
+		Eventually(func(g Gomega, ctx context.Context) {
+			got := &agentsv1.AgentSession{}
+			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+			g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseSucceeded))
+			c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionWorkspaceReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(agentsv1.ReasonWorkspaceReleased))
+			g.Expect(c.Message).To(ContainSubstring("empty workspace"))
+			err := f.Client.Get(ctx, objectKey(ns, oldPod), &corev1.Pod{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "pod %s deleted (err %v)", oldPod, err)
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+		appendMessage(ctx, s, "again", "Do it once more.")
+		Eventually(func(g Gomega, ctx context.Context) {
+			got := &agentsv1.AgentSession{}
+			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+			g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", got.Status.Error)
+			g.Expect(got.Status.Result).To(Equal("Follow-up done."))
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+	}, SpecTimeout(6*time.Minute))
+})
+
+func objectKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
