@@ -48,6 +48,10 @@ test: ## CI entry point: verify-gen, vet, fmt, chart, unit, fuzz (300000 inputs 
 demo: cluster-up images ## Cluster up, images, deploy the operator and run a sample session (hack/demo.sh).
 	@KUBECONFIG="$(LOCAL_KUBECONFIG)" hack/demo.sh
 
+.PHONY: demo-clean
+demo-clean: ## Remove what `make demo` installed (sample sessions, the agent-operator release and namespace); the cluster stays.
+	@KUBECONFIG="$(LOCAL_KUBECONFIG)" hack/demo.sh clean
+
 .PHONY: bench
 bench: ## Benchmarks side by side on one cluster, printed as one table (hack/bench.sh; KUBECONFIG or the local cluster).
 	@hack/bench.sh

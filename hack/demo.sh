@@ -96,6 +96,26 @@ run_sample() {
 	esac
 }
 
+# clean removes what the demo left: the sample sessions (while the operator still runs, so
+# their finalizers complete), the Helm release and its namespace.
+clean() {
+	local chart="${REPO_ROOT}/charts/agent-operator" f
+	for f in "${REPO_ROOT}"/config/samples/agentsession*.yaml; do
+		k -n "${SAMPLE_NAMESPACE}" delete -f "$f" --ignore-not-found --wait --timeout 120s >/dev/null || true
+	done
+	if [ -f "$chart/Chart.yaml" ]; then
+		local helm
+		helm="$("${HACK_DIR}/go-tool.sh" helm helm.sh/helm/v3 "${HELM_VERSION}" helm.sh/helm/v3/cmd/helm)"
+		"$helm" uninstall agent-operator --namespace "${NAMESPACE}" --wait --timeout 120s 2>/dev/null || true
+	fi
+	k delete namespace "${NAMESPACE}" --ignore-not-found --wait --timeout 120s >/dev/null || true
+	log "demo removed: sample sessions, the agent-operator release and namespace ${NAMESPACE}"
+}
+
 k version >/dev/null 2>&1 || die "cannot reach the cluster (KUBECONFIG=${KUBECONFIG}); run 'make cluster-up'"
+if [ "${1:-}" = clean ]; then
+	clean
+	exit 0
+fi
 deploy
 run_sample

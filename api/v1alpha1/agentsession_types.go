@@ -646,6 +646,11 @@ type AgentSessionStatus struct {
 	// +optional
 	IdleSince *metav1.Time `json:"idleSince,omitempty"`
 
+	// owner is the operator instance (<install>/<pod>) that drives the session, or drove it
+	// last; its claim is the Lease agentsession-<uid> in the session's namespace.
+	// +optional
+	Owner string `json:"owner,omitempty"`
+
 	// workingTime is the time inputs have been processed, summed over all inputs, as of the
 	// last status update: what spec.limits.deadline bounds.
 	// +optional

@@ -91,6 +91,10 @@ const (
 	// created them, so that the call, run again after a crash, adopts the child instead of
 	// creating a second one.
 	AnnotationSpawnCall = "agent-operator.dev/spawn-call"
+	// LabelClass names the operator install that handles a session (like an IngressClass):
+	// an install started with --session-class=X handles the sessions labelled X, and the
+	// install without a class (the default) those without the label. Children inherit it.
+	LabelClass = "agent-operator.dev/class"
 	// AnnotationMaxSessions on a Namespace bounds its concurrent top-level sessions (a
 	// positive integer). With the manager flag --max-sessions-per-namespace also set, the
 	// smaller limit applies.

@@ -35,6 +35,7 @@ const (
 const catchUpGrace = 15 * time.Second
 
 type runOptions struct {
+	class                                                                                   string
 	name, prompt, provider, model, apiKeySecret, baseURL, script, image, instructions, file string
 	maxTurns                                                                                int32
 	follow, wait                                                                            bool
@@ -99,6 +100,7 @@ passed, 5 awaiting input (the agent asked a question), 1 any other error.
 	f.StringVar(&o.image, "image", "", "workspace image")
 	f.StringVar(&o.instructions, "instructions", "", "extra system prompt instructions")
 	f.Int32Var(&o.maxTurns, "max-turns", 0, "turn limit (0: unlimited)")
+	f.StringVar(&o.class, "class", "", "operator install to run it (the agent-operator.dev/class label; empty: the default install)")
 	f.BoolVarP(&o.follow, "follow", "f", false, "print the session's events live until it ends, then exit with its outcome (implies --wait)")
 	f.BoolVarP(&o.wait, "wait", "w", false, "wait until the session ends, print its result and exit with its outcome")
 	f.DurationVar(&o.timeout, "timeout", 0, "with --wait or --follow, give up after this long with exit code 4 (0: no limit; the session keeps running)")
@@ -252,8 +254,12 @@ func buildSession(ns string, o *runOptions) (*v1alpha1.AgentSession, error) {
 	if o.model == "" {
 		return nil, fmt.Errorf("run: --model is required")
 	}
+	var labels map[string]string
+	if o.class != "" {
+		labels = map[string]string{v1alpha1.LabelClass: o.class}
+	}
 	s := &v1alpha1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: o.name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: o.name, Labels: labels},
 		Spec: v1alpha1.AgentSessionSpec{
 			Prompt:       o.prompt,
 			Model:        v1alpha1.ModelSpec{Provider: v1alpha1.Provider(o.provider), Name: o.model, BaseURL: o.baseURL},

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -30,6 +32,7 @@ import (
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/controllers/agentsession"
+	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/k8senv"
 	"github.com/agent-operator/agent-operator/internal/runner"
@@ -61,6 +64,12 @@ type options struct {
 	natsAuth  bool
 	credsAddr string
 	readerTTL time.Duration
+	// Scoping installs (issue 15): the sessions' class this install handles,
+	// the namespaces it watches (none: all), and who it is in session claims.
+	sessionClass    string
+	watchNamespaces []string
+	install         string
+	claimDuration   time.Duration
 }
 
 func parseFlags(args []string) (options, error) {
@@ -95,6 +104,17 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity.")
 	fs.IntVar(&o.maxSessions, "max-sessions-per-namespace", 0, "Concurrent top-level sessions per namespace; more wait Pending (QuotaExceeded). 0: unlimited. The namespace annotation agent-operator.dev/max-sessions can lower it.")
 	fs.IntVar(&o.reconcilers, "max-concurrent-reconciles", 4, "How many sessions the controller reconciles at once (each session by one worker at a time).")
+	fs.StringVar(&o.sessionClass, "session-class", "", "Handle only the AgentSessions labelled agent-operator.dev/class=VALUE; empty handles the unlabelled ones (the default install).")
+	fs.Func("watch-namespaces", "Comma-separated namespaces whose AgentSessions this install handles (default: all).", func(v string) error {
+		for _, ns := range strings.Split(v, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				o.watchNamespaces = append(o.watchNamespaces, ns)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&o.install, "install-id", os.Getenv("POD_NAMESPACE"), "Identity of this install in session claims, shared by its replicas (the chart sets namespace/release).")
+	fs.DurationVar(&o.claimDuration, "session-claim-duration", claim.DefaultDuration, "How long a session's claim lasts without renewal; another install takes a session over only after it.")
 	var pools []string
 	fs.Func("warm-pool", "Keep pre-started workspace pods for new sessions: NAMESPACE=SIZE or NAMESPACE=SIZE:IMAGE (repeatable).",
 		func(v string) error { pools = append(pools, v); return nil })
@@ -116,6 +136,12 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.reconcilers < 1 {
 		return o, fmt.Errorf("--max-concurrent-reconciles %d: want 1 or more", o.reconcilers)
+	}
+	if o.claimDuration < 3*time.Second {
+		return o, fmt.Errorf("--session-claim-duration %s: want at least 3s", o.claimDuration)
+	}
+	if o.install == "" {
+		o.install = "agent-operator"
 	}
 	if err := o.stream.Validate(); err != nil {
 		return o, fmt.Errorf("stream flags: %w", err)
@@ -171,7 +197,7 @@ func run(ctx context.Context, o options) error {
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       o.leaderElectionID,
 		// Only the operator's pods (workspace and warm pool) are cached, not every pod of the cluster.
-		Cache: agentsession.CacheOptions(),
+		Cache: cacheOptions(o.watchNamespaces),
 		// Read only when a workspace pod is created: no cluster-wide informers for them.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
 			&networkingv1.NetworkPolicy{}, &corev1.Service{}, &discoveryv1.EndpointSlice{},
@@ -186,8 +212,11 @@ func run(ctx context.Context, o options) error {
 	}
 	defer pool.Close()
 
+	me := claim.Holder{Install: o.install, Pod: podName()}
 	rec := agentsession.NewReconciler()
 	run, err := runner.New(runner.Options{
+		// Claims are taken on fresh reads; the reconciler's check reads the cache.
+		Claims:    &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Me: me, Duration: o.claimDuration},
 		Reader:    mgr.GetAPIReader(),
 		Journals:  pub,
 		Clients:   runner.ProviderClients,
@@ -211,6 +240,8 @@ func run(ctx context.Context, o options) error {
 	rec.EventsPrefix = o.stream.Prefix
 	rec.MaxSessionsPerNamespace = o.maxSessions
 	rec.MaxConcurrentReconciles = o.reconcilers
+	rec.Claims = &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetClient(), Me: me, Duration: o.claimDuration}
+	rec.Class = o.sessionClass
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -233,6 +264,28 @@ func run(ctx context.Context, o options) error {
 	}
 	log.Info("Starting manager", "embeddedNATS", o.natsURL == "")
 	return mgr.Start(ctx)
+}
+
+// cacheOptions are the controller's cache options, limited to namespaces
+// when any are given.
+func cacheOptions(namespaces []string) cache.Options {
+	opts := agentsession.CacheOptions()
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+// podName is this manager's pod (POD_NAME from the downward API), else the host name.
+func podName() string {
+	if n := os.Getenv("POD_NAME"); n != "" {
+		return n
+	}
+	n, _ := os.Hostname()
+	return n
 }
 
 // connectNATS dials --nats-url, or starts the embedded server (returned too).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/runner"
 )
 
@@ -64,6 +66,13 @@ type Reconciler struct {
 	// WarmPools are the pools of pre-started workspace pods that sessions
 	// claim instead of starting a pod cold (none by default).
 	WarmPools []WarmPool
+	// Claims, when set, is read before anything is done for a session: one
+	// that another operator instance holds a live claim on is left alone
+	// (the runner acquires and keeps the claims).
+	Claims *claim.Claims
+	// Class is the sessions this install handles: those whose
+	// agentsv1.LabelClass equals it ("" handles the unlabelled ones).
+	Class string
 	// MaxConcurrentReconciles is how many sessions are reconciled at once
 	// (0: controller-runtime's default, 1). A session is never reconciled by
 	// two workers at once; across sessions the quota orders sessions by
@@ -71,6 +80,11 @@ type Reconciler struct {
 	MaxConcurrentReconciles int
 
 	pools *pools
+
+	// foreign remembers the last foreign holder announced per session, so
+	// the OwnedElsewhere Event is recorded once per holder.
+	foreignMu sync.Mutex
+	foreign   map[types.UID]string
 
 	updates chan event.TypedGenericEvent[*agentsv1.AgentSession]
 }
@@ -127,8 +141,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("setup agentsession controller: %w", err)
 	}
+	ofClass := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[agentsv1.LabelClass] == r.Class })
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&agentsv1.AgentSession{}).
+		For(&agentsv1.AgentSession{}, builder.WithPredicates(ofClass)).
 		Owns(&corev1.Pod{}, builder.WithPredicates(managed)).
 		Owns(&agentsv1.AgentSession{}). // children wake their parent (status.children)
 		WatchesRawSource(source.Channel(r.updates, &handler.TypedEnqueueRequestForObject[*agentsv1.AgentSession]{})).
@@ -158,6 +173,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	s := &agentsv1.AgentSession{}
 	if err := r.Client.Get(ctx, req.NamespacedName, s); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if s.Labels[agentsv1.LabelClass] != r.Class {
+		return ctrl.Result{}, nil // another install's session (its class)
+	}
+	if res, foreign := r.heldElsewhere(ctx, s); foreign {
+		return res, nil
 	}
 	if !s.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, s)
@@ -208,6 +229,49 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	after, aerr := r.afterStatus(ctx, s, obs, now.Time)
 	return lowestResult(res, after), errors.Join(err, aerr)
 }
+
+// heldElsewhere reports whether another operator instance holds a live
+// claim on s; then nothing is done for s here (no status, pod or runner)
+// until the claim expires or is released, and an Event names the holder.
+func (r *Reconciler) heldElsewhere(ctx context.Context, s *agentsv1.AgentSession) (ctrl.Result, bool) {
+	if r.Claims == nil {
+		return ctrl.Result{}, false
+	}
+	if p, ok := r.Runner.Progress(s.UID); ok && p.Done && p.Foreign != "" {
+		if r.Now().Before(p.ForeignUntil) {
+			// The runner found the session's journal with another install: look again later.
+			return ctrl.Result{RequeueAfter: p.ForeignUntil.Sub(r.Now())}, true
+		}
+		r.Runner.Forget(s.UID)
+	}
+	f, err := r.Claims.Holding(ctx, s.Namespace, s.UID)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("Could not read the session's claim", "reason", err.Error())
+		return ctrl.Result{RequeueAfter: stopPoll}, true
+	}
+	if f == nil {
+		return ctrl.Result{}, false
+	}
+	if p, ok := r.Runner.Progress(s.UID); ok && p.Done {
+		r.Runner.Forget(s.UID) // a runner that found the claim taken: try again once it expires
+	}
+	r.foreignMu.Lock()
+	if r.foreign == nil {
+		r.foreign = map[types.UID]string{}
+	}
+	announce := r.foreign[s.UID] != f.Holder.String()
+	r.foreign[s.UID] = f.Holder.String()
+	r.foreignMu.Unlock()
+	if announce {
+		ctrl.LoggerFrom(ctx).Info("Session driven by another operator instance; leaving it alone", "owner", f.Holder.String())
+		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, ReasonOwnedElsewhere, "Claim",
+			"Driven by operator instance %s; instance %s leaves it alone until that claim ends", f.Holder, r.Claims.Me)
+	}
+	return ctrl.Result{RequeueAfter: time.Until(f.Until) + 100*time.Millisecond}, true
+}
+
+// ReasonOwnedElsewhere is the Event reason of a session another instance drives.
+const ReasonOwnedElsewhere = "OwnedElsewhere"
 
 // lockedMergeFrom is a merge patch that carries base's resourceVersion, so
 // the API server refuses it when the object changed since it was read.

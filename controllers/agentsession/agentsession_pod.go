@@ -1,6 +1,7 @@
 package agentsession
 
 import (
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/runner"
 )
 
@@ -58,6 +60,8 @@ const (
 func CacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy})},
+		// Only the sessions' claims, not every Lease of the cluster (node heartbeats).
+		&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{claim.LabelClaim: "true"})},
 	}}
 }
 

@@ -227,8 +227,11 @@ func workspaceCondition(obs observation) metav1.Condition {
 
 // mirrorProgress copies the runner's counters into status.
 func mirrorProgress(st *agentsv1.AgentSessionStatus, p *runner.Progress) {
-	if p == nil {
-		return
+	if p != nil && p.Owner != "" {
+		st.Owner = p.Owner
+	}
+	if p == nil || !p.Restored {
+		return // nothing read from the journal yet: status's counters stand
 	}
 	st.Turns = int32(p.Turns)
 	st.ToolCalls = int32(p.ToolCalls)

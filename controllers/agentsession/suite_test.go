@@ -17,6 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/loop/localenv"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
@@ -101,6 +102,9 @@ func runSuite(m *testing.M) int {
 	return m.Run()
 }
 
+// suiteInstance is who the suite's manager is in session claims.
+var suiteInstance = claim.Holder{Install: "suite/agent-operator", Pod: "suite-0"}
+
 // testRunner is the suite manager's runner.
 var testRunner *runner.Runner
 
@@ -149,7 +153,9 @@ func startManager(cfg *rest.Config) (func(), error) {
 		return nil, fmt.Errorf("new manager: %w", err)
 	}
 	rec := NewReconciler()
+	rec.Claims = &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetClient(), Me: suiteInstance}
 	run, err := runner.New(runner.Options{
+		Claims:    &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Me: suiteInstance},
 		Reader:    mgr.GetAPIReader(),
 		Journals:  pub,
 		Clients:   runner.ProviderClients,

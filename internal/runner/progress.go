@@ -48,6 +48,15 @@ type Progress struct {
 	// HistoryExpired is set when an idle session could not be restored
 	// because the journal no longer holds its events.
 	HistoryExpired bool
+	// Foreign is set when another operator instance holds the session's
+	// claim: this runner ran nothing and ended. ForeignUntil is when that
+	// claim expires unless renewed.
+	Foreign      string
+	ForeignUntil time.Time
+	// ClaimError is why the claim could not be read or written.
+	ClaimError string
+	// Owner is this instance once it holds the session's claim.
+	Owner string
 }
 
 // WorkingTime is the working time as of now.

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
@@ -68,6 +69,11 @@ type Options struct {
 	// OutageBackoff is the wait between model calls while the model is
 	// unavailable (default 10 s doubling up to 2 min).
 	OutageBackoff Backoff
+	// Claims, when set, makes a runner claim its session before it runs
+	// anything, keep the claim while it drives it, and stop at once when
+	// the claim is lost (another install took it over); a session another
+	// instance holds is left alone (Progress.Foreign).
+	Claims *claim.Claims
 }
 
 // DefaultMaxConcurrentRestores is the default of Options.MaxConcurrentRestores.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/loop"
 )
@@ -197,6 +198,21 @@ func (s *session) run() {
 		s.r.released(s)
 		s.notify(true)
 	}()
+	if cl, ok := s.claim(); !ok {
+		return // another instance drives the session, or the claim failed
+	} else if cl != nil {
+		go cl.Keep(s.ctx, func(err error) {
+			s.log.Info("Lost the session's claim; stopping at once", "reason", err.Error())
+			s.stop(stopDetach) // the new holder resumes from the journal
+		})
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			if err := cl.Release(ctx); err != nil {
+				s.log.Info("Could not release the session's claim; it expires by itself", "reason", err.Error())
+			}
+		}()
+	}
 	if !s.r.acquireRestore(s.ctx) {
 		return // stopped while waiting for a restore slot
 	}
@@ -211,6 +227,31 @@ func (s *session) run() {
 	go s.consume(sess.Events(), consumed)
 	s.drive(sess, replayed)
 	s.finish(sess, dj, consumed)
+}
+
+// claim claims the session for this instance before anything runs. It
+// reports false when the runner must end: another instance holds a live
+// claim, or the claim could not be read or written (progress says which).
+func (s *session) claim() (*claim.Claim, bool) {
+	if s.r.opts.Claims == nil {
+		return nil, true
+	}
+	cl, err := s.r.opts.Claims.Acquire(s.ctx, s.obj)
+	if err == nil {
+		s.mu.Lock()
+		s.prog.Owner = s.r.opts.Claims.Me.String()
+		s.mu.Unlock()
+		return cl, true
+	}
+	s.mu.Lock()
+	var f *claim.Foreign
+	if errors.As(err, &f) {
+		s.prog.Foreign, s.prog.ForeignUntil = f.Holder.String(), f.Until
+	} else {
+		s.prog.ClaimError = err.Error()
+	}
+	s.mu.Unlock()
+	return nil, false
 }
 
 // build creates the LLM client, environment, profile, journal and loop.
@@ -326,6 +367,17 @@ func (s *session) buildFailed(err error) {
 		s.mu.Lock()
 		s.prog.Phase, s.prog.Reason = s.obj.Status.Phase, string(s.obj.Status.Phase)
 		s.prog.HistoryExpired = true
+		s.mu.Unlock()
+		return
+	}
+	if errors.Is(err, ErrJournalLost) && s.r.opts.Claims != nil && s.obj.Status.Owner != "" &&
+		claim.ParseHolder(s.obj.Status.Owner).Install != s.r.opts.Claims.Me.Install {
+		// Another install drove it and its journal is not this install's (each
+		// embedded NATS is its own): leave it to that install rather than fail it.
+		s.log.Info("The session's journal belongs to another install; leaving the session to it", "owner", s.obj.Status.Owner)
+		s.mu.Lock()
+		s.prog.Foreign = s.obj.Status.Owner + " (its journal is not reachable from this install)"
+		s.prog.ForeignUntil = s.r.opts.Now().Add(claim.DefaultDuration)
 		s.mu.Unlock()
 		return
 	}

@@ -185,12 +185,9 @@ func (sp *childSpawner) child(req tool.SpawnRequest, name string) *agentsv1.Agen
 	}
 	return &agentsv1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: p.Namespace,
-			Labels: map[string]string{
-				agentsv1.LabelParent:    p.Name,
-				agentsv1.LabelParentUID: string(p.UID),
-			},
+			Name:        name,
+			Namespace:   p.Namespace,
+			Labels:      childLabels(p),
 			Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{
 				*metav1.NewControllerRef(p, agentsv1.GroupVersion.WithKind("AgentSession")),
@@ -198,6 +195,16 @@ func (sp *childSpawner) child(req tool.SpawnRequest, name string) *agentsv1.Agen
 		},
 		Spec: spec,
 	}
+}
+
+// childLabels are the labels of p's children: their parent, and p's class,
+// so the install that drives p drives them too.
+func childLabels(p *agentsv1.AgentSession) map[string]string {
+	l := map[string]string{agentsv1.LabelParent: p.Name, agentsv1.LabelParentUID: string(p.UID)}
+	if c, ok := p.Labels[agentsv1.LabelClass]; ok {
+		l[agentsv1.LabelClass] = c
+	}
+	return l
 }
 
 // SendInput appends a message to the child: steering while it runs, a

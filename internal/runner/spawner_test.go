@@ -350,3 +350,18 @@ func TestSpawnCallRunAgainAdoptsItsChild(t *testing.T) {
 		t.Errorf("children %d, want exactly one, annotated with its call id", len(list.Items))
 	}
 }
+
+// Children go to the install that drives their parent: they carry its class.
+func TestChildrenInheritTheParentsClass(t *testing.T) {
+	p := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "lead", Namespace: "team", UID: "p-uid",
+		Labels: map[string]string{agentsv1.LabelClass: "staging"}}}
+	c := (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, childName(p.Name, 1))
+	if c.Labels[agentsv1.LabelClass] != "staging" || c.Labels[agentsv1.LabelParentUID] != "p-uid" {
+		t.Errorf("child labels %v", c.Labels)
+	}
+	p.Labels = nil
+	c = (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, childName(p.Name, 1))
+	if _, ok := c.Labels[agentsv1.LabelClass]; ok {
+		t.Errorf("a default-class parent's child has a class: %v", c.Labels)
+	}
+}

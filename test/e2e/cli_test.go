@@ -32,7 +32,7 @@ var _ = Describe("kubectl agent plugin against the installed operator", Ordered,
 		}
 		Expect(f.Client.Create(ctx, cm)).To(Succeed())
 		deleteSessionAtCleanup(ns, name)
-		all := append([]string{"run", "-n", ns, "--operator-namespace", op.ns, "--name", name,
+		all := append([]string{"run", "-n", ns, "--operator-namespace", op.ns, "--name", name, "--class", framework.SessionClass,
 			"--provider", "scripted", "--model", "demo", "--script-configmap", cm.Name + "/script.yaml",
 			"--max-turns", "10", "--timeout", "3m"}, args...)
 		all = append(all, "Write hello.py that prints a greeting, edit it, then run it.")

@@ -44,7 +44,8 @@ func installOperator(ctx context.Context, release, prefix string, sets ...string
 		"--set", "image.pullPolicy=" + string(framework.ImagePullPolicy),
 		"--set", "workspace.image=" + framework.WorkspaceImage,
 		"--set", "workspace.executorImage=" + framework.ExecutorImage,
-		"--set", "workspace.pullPolicy=" + string(framework.ImagePullPolicy)}
+		"--set", "workspace.pullPolicy=" + string(framework.ImagePullPolicy),
+		"--set", "sessionClass=" + framework.SessionClass}
 	for _, set := range sets {
 		args = append(args, "--set", set)
 	}

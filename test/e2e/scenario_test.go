@@ -87,7 +87,7 @@ data:
 ---
 apiVersion: agent-operator.dev/v1alpha1
 kind: AgentSession
-metadata: {name: %[3]s, namespace: %[1]s}
+metadata: {name: %[3]s, namespace: %[1]s, labels: {agent-operator.dev/class: e2e}}
 spec:
   prompt: Create hello.py, edit it, run it, then follow my instructions.
   model: {provider: scripted, name: demo, scriptConfigMapRef: {name: scenario-script, key: script.yaml}}

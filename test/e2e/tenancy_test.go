@@ -27,6 +27,7 @@ import (
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/loop"
+	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
 // tenancyRelease is the release of the tenancy specs; its rbac.sessionNamespaces lists only
@@ -256,7 +257,8 @@ func tenantClient(ctx context.Context, ns string) client.Client {
 	cfg := rest.CopyConfig(f.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + tenantSA,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
-	c, err := client.New(cfg, client.Options{Scheme: f.Scheme})
+	cw, err := client.NewWithWatch(cfg, client.Options{Scheme: f.Scheme})
+	c := framework.WithSessionClass(cw, f.Scheme)
 	Expect(err).NotTo(HaveOccurred())
 	return c
 }

@@ -49,10 +49,11 @@ func New(ctx context.Context) (*Framework, error) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("build scheme: %w", err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	cw, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("create controller-runtime client: %w", err)
 	}
+	c := WithSessionClass(cw, scheme)
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
 		return nil, fmt.Errorf("reach API server %s: %w", cfg.Host, err)
 	}

@@ -1,0 +1,103 @@
+package agentsession
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/claim"
+)
+
+// A session another install holds a live claim on is left alone: no runner
+// starts, nothing is written, an Event names the owner; once that claim
+// expires this install takes the session over and finishes it.
+func TestSessionClaimedByAnotherInstallIsLeftAloneUntilTheClaimExpires(t *testing.T) {
+	ns := newNamespace(t)
+	s := scriptedSession(t, ns)
+	pod := getPod(t, s)
+	got := waitPhase(t, s, agentsv1.PhaseProvisioning, nil)
+
+	other := "other-ns/agent-operator/other-0"
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim.Name(got.UID), Labels: map[string]string{claim.LabelClaim: "true"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(other), LeaseDurationSeconds: ptr.To[int32](6),
+			RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+	if err := testClient.Create(t.Context(), lease); err != nil {
+		t.Fatalf("create the other install's claim: %v", err)
+	}
+	markPodReady(t, pod)
+	eventually(t, "the OwnedElsewhere event", func() error {
+		var list eventsv1.EventList
+		if err := testClient.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.UID == got.UID && e.Reason == ReasonOwnedElsewhere {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event", ReasonOwnedElsewhere)
+	})
+	time.Sleep(2 * time.Second) // the claim is live for 6 s: nothing may run meanwhile
+	held := &agentsv1.AgentSession{}
+	if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(s), held); err != nil {
+		t.Fatal(err)
+	}
+	if held.Status.Phase != agentsv1.PhaseProvisioning || held.Status.LastEventSequence != 0 {
+		t.Fatalf("while another install holds the claim: phase %s, %d events; want nothing run", held.Status.Phase, held.Status.LastEventSequence)
+	}
+	if _, ok := testRunner.Progress(got.UID); ok {
+		t.Fatal("a runner exists for a session another install holds")
+	}
+
+	final := waitPhase(t, s, agentsv1.PhaseSucceeded, nil)
+	if final.Status.Turns != 2 {
+		t.Errorf("turns = %d after the takeover, want 2", final.Status.Turns)
+	}
+	// The idle session's runner gave the claim up.
+	eventually(t, "the claim released", func() error {
+		err := testClient.Get(t.Context(), client.ObjectKeyFromObject(lease), &coordinationv1.Lease{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("claim still there (err %v)", err)
+	})
+}
+
+// A session labelled with another install's class is not this install's:
+// no finalizer, no pod, no status.
+func TestSessionOfAnotherClassIsIgnored(t *testing.T) {
+	ns := newNamespace(t)
+	s := &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: uniqueName("classy"), Namespace: ns, Labels: map[string]string{agentsv1.LabelClass: "staging"}},
+		Spec: agentsv1.AgentSessionSpec{Prompt: "p", Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo",
+			ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: "script"}}},
+	}
+	if err := testClient.Create(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	// A session of this install created after it shows the controller is working.
+	mine := scriptedSession(t, ns)
+	waitPhase(t, mine, agentsv1.PhaseProvisioning, nil)
+	got := &agentsv1.AgentSession{}
+	if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(s), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != "" || len(got.Finalizers) != 0 {
+		t.Errorf("another class's session: phase %q finalizers %v, want untouched", got.Status.Phase, got.Finalizers)
+	}
+	err := testClient.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: s.Name + "-ws"}, &corev1.Pod{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("pod of another class's session: %v, want none", err)
+	}
+}

@@ -1,0 +1,254 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+)
+
+// DefaultDuration is how long a claim lasts without renewal.
+const DefaultDuration = 15 * time.Second
+
+// LabelClaim marks the Leases of this package (the manager caches only those).
+const LabelClaim = "agent-operator.dev/session-claim"
+
+// Name is the name of the Lease claiming the session with uid.
+func Name(uid types.UID) string { return "agentsession-" + string(uid) }
+
+// Holder identifies an operator instance: its install (the release, shared by
+// its replicas) and its pod.
+type Holder struct {
+	Install string
+	Pod     string
+}
+
+// String is the Lease's holderIdentity, "<install>/<pod>".
+func (h Holder) String() string { return h.Install + "/" + h.Pod }
+
+// ParseHolder reads a holderIdentity written by String.
+func ParseHolder(s string) Holder {
+	i := strings.LastIndex(s, "/")
+	if i < 0 {
+		return Holder{Pod: s}
+	}
+	return Holder{Install: s[:i], Pod: s[i+1:]}
+}
+
+// Claims acquires and renews the claims of one instance.
+type Claims struct {
+	// Client writes Leases; Reader reads them (the API server, so that a
+	// claim is decided on fresh data).
+	Client client.Client
+	Reader client.Reader
+	// Me is this instance.
+	Me Holder
+	// Duration is how long a claim lasts without renewal (DefaultDuration).
+	Duration time.Duration
+	// Now is the clock (time.Now).
+	Now func() time.Time
+}
+
+func (c *Claims) duration() time.Duration {
+	if c.Duration > 0 {
+		return c.Duration
+	}
+	return DefaultDuration
+}
+
+func (c *Claims) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Foreign is returned by Acquire when another instance holds a live claim.
+type Foreign struct {
+	Holder Holder
+	// Until is when the claim expires unless its holder renews it.
+	Until time.Time
+}
+
+func (f *Foreign) Error() string {
+	return fmt.Sprintf("the session is driven by operator instance %s (claim valid until %s)", f.Holder, f.Until.UTC().Format(time.RFC3339))
+}
+
+// Claim is a claim this instance holds.
+type Claim struct {
+	c     *Claims
+	lease *coordinationv1.Lease
+	// Fence increases with every change of holder (the Lease's transitions).
+	Fence int32
+}
+
+// Acquire claims s for this instance: it creates the Lease, renews its own,
+// or takes over one that expired or that another replica of this install
+// held (only one replica of an install drives sessions, so that one is
+// gone). Another instance's live claim is returned as a *Foreign error.
+func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim, error) {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(s.UID)}
+	for range 5 {
+		now := c.now()
+		l := &coordinationv1.Lease{}
+		err := c.Reader.Get(ctx, key, l)
+		if apierrors.IsNotFound(err) {
+			l = c.newLease(s, now)
+			if err := c.Client.Create(ctx, l); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					continue
+				}
+				return nil, fmt.Errorf("create claim: %w", err)
+			}
+			return &Claim{c: c, lease: l}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read claim: %w", err)
+		}
+		holder := ParseHolder(ptr.Deref(l.Spec.HolderIdentity, ""))
+		if f := c.foreign(l, holder, now); f != nil {
+			return nil, f
+		}
+		if holder != c.Me {
+			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+			l.Spec.AcquireTime = &metav1.MicroTime{Time: now}
+		}
+		l.Spec.HolderIdentity = ptr.To(c.Me.String())
+		l.Spec.RenewTime = &metav1.MicroTime{Time: now}
+		l.Spec.LeaseDurationSeconds = ptr.To(int32(c.duration() / time.Second))
+		if err := c.Client.Update(ctx, l); err != nil {
+			if apierrors.IsConflict(err) {
+				continue // someone else wrote it meanwhile: look again
+			}
+			return nil, fmt.Errorf("take claim: %w", err)
+		}
+		return &Claim{c: c, lease: l, Fence: ptr.Deref(l.Spec.LeaseTransitions, 0)}, nil
+	}
+	return nil, errors.New("claim: the Lease kept changing; try again")
+}
+
+// Holding returns the instance holding a live claim on the session with uid
+// in namespace, when it is not this instance; nil otherwise.
+func (c *Claims) Holding(ctx context.Context, namespace string, uid types.UID) (*Foreign, error) {
+	l := &coordinationv1.Lease{}
+	err := c.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: Name(uid)}, l)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read claim: %w", err)
+	}
+	return c.foreign(l, ParseHolder(ptr.Deref(l.Spec.HolderIdentity, "")), c.now()), nil
+}
+
+// foreign returns the live claim of another instance in l, or nil.
+func (c *Claims) foreign(l *coordinationv1.Lease, holder Holder, now time.Time) *Foreign {
+	if holder == c.Me || holder.Pod == "" {
+		return nil
+	}
+	if holder.Install == c.Me.Install {
+		return nil // another replica of this install: leader election says it is gone
+	}
+	if l.Spec.RenewTime == nil {
+		return nil
+	}
+	until := l.Spec.RenewTime.Add(time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second)
+	if !now.Before(until) {
+		return nil // expired
+	}
+	return &Foreign{Holder: holder, Until: until}
+}
+
+func (c *Claims) newLease(s *agentsv1.AgentSession, now time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: Name(s.UID), Namespace: s.Namespace,
+			Labels: map[string]string{LabelClaim: "true", agentsv1.LabelSession: s.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: agentsv1.GroupVersion.String(), Kind: "AgentSession", Name: s.Name, UID: s.UID,
+			}},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(c.Me.String()),
+			LeaseDurationSeconds: ptr.To(int32(c.duration() / time.Second)),
+			AcquireTime:          &metav1.MicroTime{Time: now},
+			RenewTime:            &metav1.MicroTime{Time: now},
+			LeaseTransitions:     ptr.To[int32](0),
+		},
+	}
+}
+
+// Keep renews the claim every third of its duration until ctx ends, and
+// calls lost (once) and returns when it can no longer be sure it holds it:
+// another instance took it, or it could not be renewed before it expired.
+func (cl *Claim) Keep(ctx context.Context, lost func(error)) {
+	d := cl.c.duration()
+	tick := time.NewTicker(d / 3)
+	defer tick.Stop()
+	valid := cl.lease.Spec.RenewTime.Add(d)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		err := cl.renew(ctx)
+		switch {
+		case err == nil:
+			valid = cl.c.now().Add(d)
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errTaken) || !cl.c.now().Before(valid.Add(-d/3)):
+			lost(err)
+			return
+		}
+	}
+}
+
+var errTaken = errors.New("the claim was taken by another instance")
+
+func (cl *Claim) renew(ctx context.Context) error {
+	l := cl.lease.DeepCopy()
+	l.Spec.RenewTime = &metav1.MicroTime{Time: cl.c.now()}
+	err := cl.c.Client.Update(ctx, l)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		fresh := &coordinationv1.Lease{}
+		if gerr := cl.c.Reader.Get(ctx, client.ObjectKeyFromObject(l), fresh); gerr != nil {
+			return fmt.Errorf("renew claim: %w", errors.Join(err, gerr))
+		}
+		if ptr.Deref(fresh.Spec.HolderIdentity, "") != cl.c.Me.String() {
+			return fmt.Errorf("renew claim: %w (now %s)", errTaken, ptr.Deref(fresh.Spec.HolderIdentity, ""))
+		}
+		fresh.Spec.RenewTime = &metav1.MicroTime{Time: cl.c.now()}
+		if err := cl.c.Client.Update(ctx, fresh); err != nil {
+			return fmt.Errorf("renew claim: %w", err)
+		}
+		cl.lease = fresh
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("renew claim: %w", err)
+	}
+	cl.lease = l
+	return nil
+}
+
+// Release gives the claim up, so another instance may drive the session at
+// once (when it is still this instance's).
+func (cl *Claim) Release(ctx context.Context) error {
+	err := cl.c.Client.Delete(ctx, cl.lease, client.Preconditions{ResourceVersion: &cl.lease.ResourceVersion})
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or renewed/taken since: nothing of ours to release
+	}
+	return fmt.Errorf("release claim: %w", err)
+}
