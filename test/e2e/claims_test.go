@@ -64,7 +64,7 @@ var _ = Describe("two installs with overlapping scope", Ordered, ContinueOnFailu
 					notes = append(notes, e.Message)
 				}
 			}
-			g.Expect(notes).To(ContainElement(ContainSubstring("Driven by operator instance "+final.Status.Owner)))
+			g.Expect(notes).To(ContainElement(ContainSubstring("Driven by operator instance " + final.Status.Owner)))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
-		}, SpecTimeout(6*time.Minute))
+	}, SpecTimeout(6*time.Minute))
 })

@@ -4,12 +4,14 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -52,7 +54,7 @@ func appendMessage(ctx context.Context, s *agentsv1.AgentSession, name, text str
 // A finished session stays finished and holds nothing: the deadline bounds working time, not
 // the time it sits idle; its runner and exec stream end; its pod goes when the user says.
 var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecycle"), func() {
-	withOperator("ao-lifecycle", "ao-lifecycle")
+	op := withOperator("ao-lifecycle", "ao-lifecycle")
 
 	It("stays Succeeded past its deadline with no stream open, then runs a message", func(ctx SpecContext) {
 		ns := f.SpecNamespace(ctx, "ao-idle")
@@ -86,6 +88,89 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 			g.Expect(got.Status.MessagesDelivered).To(ConsistOf("again"))
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
 	}, SpecTimeout(5*time.Minute))
+
+	It("holds nothing for finished sessions: goroutines back to the idle baseline, no exec stream, none restored by a restart", func(ctx SpecContext) {
+		const n = 30
+		ns := f.SpecNamespace(ctx, "ao-finished")
+		pods, err := managerPods(ctx, op.ns, "ao-lifecycle")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pods).To(HaveLen(1))
+		manager := pods[0].Name
+		before, err := scrapeManager(ctx, op.ns, manager)
+		Expect(err).NotTo(HaveOccurred())
+		baseGoroutines, baseRSS := before.sum("go_goroutines"), before.sum("process_resident_memory_bytes")
+
+		sessions := make([]*agentsv1.AgentSession, n)
+		for i := range sessions {
+			sessions[i] = scriptedSession(ctx, ns, fmt.Sprintf("done-%02d", i), lifecycleScript)
+		}
+		var finished []*agentsv1.AgentSession
+		for _, s := range sessions {
+			finished = append(finished, waitForFinalPhase(ctx, s))
+		}
+		for _, s := range finished {
+			Expect(s.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "%s: status.error=%q", s.Name, s.Status.Error)
+		}
+		// Every runner parked: no claim is held, and no executor runs in any of the pods.
+		Eventually(func(g Gomega, ctx context.Context) {
+			var leases coordinationv1.LeaseList
+			g.Expect(f.Client.List(ctx, &leases, client.InNamespace(ns))).To(Succeed())
+			g.Expect(leases.Items).To(BeEmpty(), "session claims held")
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		streams := 0
+		for _, s := range finished {
+			c, err := executorsIn(ctx, ns, s.Status.PodName)
+			Expect(err).NotTo(HaveOccurred())
+			streams += c
+		}
+		Expect(streams).To(BeZero(), "executor processes (open exec streams) in the %d idle pods", n)
+		var after managerMetrics
+		Eventually(func(g Gomega, ctx context.Context) {
+			after, err = scrapeManager(ctx, op.ns, manager)
+			g.Expect(err).NotTo(HaveOccurred())
+			// Idle is idle: within a few goroutines of the baseline (informers and HTTP
+			// keep-alives come and go), not one or more per session.
+			g.Expect(after.sum("go_goroutines")).To(BeNumerically("<=", baseGoroutines+float64(n)/2),
+				"goroutines %v, baseline %v", after.sum("go_goroutines"), baseGoroutines)
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		AddReportEntry("idle manager after finished sessions", fmt.Sprintf(
+			"%d finished sessions: goroutines %v -> %v, RSS %.0f MiB -> %.0f MiB", n,
+			baseGoroutines, after.sum("go_goroutines"), baseRSS/(1<<20), after.sum("process_resident_memory_bytes")/(1<<20)))
+		GinkgoWriter.Printf("%d finished sessions: goroutines %v -> %v, RSS %.0f MiB -> %.0f MiB\n", n,
+			baseGoroutines, after.sum("go_goroutines"), baseRSS/(1<<20), after.sum("process_resident_memory_bytes")/(1<<20))
+
+		// A manager restart restores none of them (no claim is taken, nothing changes) ...
+		Expect(f.Clientset.CoreV1().Pods(op.ns).Delete(ctx, manager, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})).To(Succeed())
+		Eventually(func(g Gomega, ctx context.Context) {
+			pods, err := managerPods(ctx, op.ns, "ao-lifecycle")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods).To(HaveLen(1))
+			g.Expect(pods[0].Name).NotTo(Equal(manager))
+			_, err = f.WaitForPodRunning(ctx, op.ns, pods[0].Name, 5*time.Second)
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		Consistently(func(g Gomega, ctx context.Context) {
+			var leases coordinationv1.LeaseList
+			g.Expect(f.Client.List(ctx, &leases, client.InNamespace(ns))).To(Succeed())
+			g.Expect(leases.Items).To(BeEmpty(), "a restart restored a finished session (it claimed it)")
+			for _, s := range finished {
+				got := &agentsv1.AgentSession{}
+				g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+				g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseSucceeded))
+				g.Expect(got.Status.LastEventSequence).To(Equal(s.Status.LastEventSequence))
+			}
+		}).WithContext(ctx).WithTimeout(20 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+
+		// ... and a message to one of them restores it and runs.
+		one := finished[n/2]
+		appendMessage(ctx, one, "again", "Do it once more.")
+		Eventually(func(g Gomega, ctx context.Context) {
+			got := &agentsv1.AgentSession{}
+			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(one), got)).To(Succeed())
+			g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", got.Status.Error)
+			g.Expect(got.Status.Result).To(Equal("Follow-up done."))
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+	}, SpecTimeout(10*time.Minute))
 
 	It("releases the pod of an idle session when retainAfterSuccess passes and runs a message in a new one", func(ctx SpecContext) {
 		ns := f.SpecNamespace(ctx, "ao-release")
