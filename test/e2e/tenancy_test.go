@@ -219,8 +219,11 @@ var _ = Describe("tenancy", Ordered, ContinueOnFailure, Label("security", "tenan
 			{[]string{"get", "secrets", "-n", tenantNS}, "yes"},
 			{[]string{"get", "secrets", "-n", otherNS}, "no"},
 			{[]string{"list", "secrets", "-n", tenantNS}, "no"},
-			{[]string{"create", "pods/exec", "-n", tenantNS}, "yes"},
-			{[]string{"create", "pods/exec", "-n", otherNS}, "no"},
+			// "pods/exec" as one word is read by kubectl as a resource named so; the
+			// subresource needs --subresource (checked: a role with create pods only
+			// answers yes to "create pods/exec" and no to this).
+			{[]string{"create", "pods", "--subresource=exec", "-n", tenantNS}, "yes"},
+			{[]string{"create", "pods", "--subresource=exec", "-n", otherNS}, "no"},
 			{[]string{"update", "leases.coordination.k8s.io", "-n", opNS}, "yes"},
 			{[]string{"get", "leases.coordination.k8s.io", "-n", tenantNS}, "no"},
 			{[]string{"create", "leases.coordination.k8s.io", "-n", "kube-system"}, "no"},
