@@ -380,61 +380,12 @@ func TestMissingScriptIsAConfigError(t *testing.T) {
 // then resumes it: the new runner restores the loop from NATS, the
 // interrupted call is not re-run (the model is told so) and the session ends.
 func TestSuspendAndResumeFromTheJournal(t *testing.T) {
-	ns := newNamespace(t)
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns},
-		Data: map[string]string{"script.yaml": `turns:
-  - text: "Running the long job."
-    toolCalls:
-      - name: shell
-        arguments: {command: "echo started >> runs.txt; sleep 60", timeout_ms: 120000}
-  - expect: {lastToolResultContains: "interrupted"}
-    text: "Resumed after the interruption."
-`},
-	}
-	if err := testClient.Create(t.Context(), cm); err != nil {
-		t.Fatalf("create script: %v", err)
-	}
-	s := &agentsv1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Name: uniqueName("suspend"), Namespace: ns},
-		Spec: agentsv1.AgentSessionSpec{
-			Prompt: "Run the long job",
-			Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo",
-				ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: "slow"}},
-		},
-	}
-	if err := testClient.Create(t.Context(), s); err != nil {
-		t.Fatalf("create session: %v", err)
-	}
-	markPodReady(t, getPod(t, s))
-	running := waitPhase(t, s, agentsv1.PhaseRunning, nil)
-	ref := events.SessionRef{Namespace: ns, Name: s.Name, UID: string(running.UID)}
-	eventually(t, "tool call journaled", func() error {
-		evs, err := events.Replay(t.Context(), testJS.JetStream(), ref)
-		if err != nil {
-			return err
-		}
-		for _, ev := range evs {
-			if ev.Kind == loop.EventToolCallStart {
-				return nil
-			}
-		}
-		return fmt.Errorf("no TOOL_CALL_START among %d events", len(evs))
-	})
+	s, _ := blockedSession(t, nil)
 
 	if err := updateLatest(t, s, func(g *agentsv1.AgentSession) { g.Spec.Suspend = true }); err != nil {
 		t.Fatalf("suspend: %v", err)
 	}
-	eventually(t, "Ready=False/Suspended", func() error {
-		g := &agentsv1.AgentSession{}
-		if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(s), g); err != nil {
-			return err
-		}
-		if c := meta.FindStatusCondition(g.Status.Conditions, agentsv1.ConditionReady); c == nil || c.Reason != agentsv1.ReasonSuspended {
-			return fmt.Errorf("Ready = %+v", c)
-		}
-		return nil
-	})
+	waitSuspended(t, s)
 	if err := updateLatest(t, s, func(g *agentsv1.AgentSession) { g.Spec.Suspend = false }); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
@@ -446,6 +397,21 @@ func TestSuspendAndResumeFromTheJournal(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(dir, "runs.txt")); string(data) != "started\n" {
 		t.Errorf("runs.txt = %q: the interrupted command must run exactly once", data)
 	}
+}
+
+// waitSuspended waits until s says Ready=False/Suspended.
+func waitSuspended(t *testing.T, s *agentsv1.AgentSession) {
+	t.Helper()
+	eventually(t, "Ready=False/Suspended", func() error {
+		g := &agentsv1.AgentSession{}
+		if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(s), g); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(g.Status.Conditions, agentsv1.ConditionReady); c == nil || c.Reason != agentsv1.ReasonSuspended {
+			return fmt.Errorf("Ready = %+v", c)
+		}
+		return nil
+	})
 }
 
 func TestTTLDeletesAFinishedSession(t *testing.T) {

@@ -172,16 +172,7 @@ func TestSuspendAndResumeOfASucceededSessionThenAMessageRuns(t *testing.T) {
 	if err := updateLatest(t, s, func(g *agentsv1.AgentSession) { g.Spec.Suspend = true }); err != nil {
 		t.Fatalf("suspend: %v", err)
 	}
-	eventually(t, "Ready=False/Suspended", func() error {
-		g := &agentsv1.AgentSession{}
-		if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(s), g); err != nil {
-			return err
-		}
-		if c := meta.FindStatusCondition(g.Status.Conditions, agentsv1.ConditionReady); c == nil || c.Reason != agentsv1.ReasonSuspended {
-			return fmt.Errorf("Ready = %+v", c)
-		}
-		return nil
-	})
+	waitSuspended(t, s)
 	if err := updateLatest(t, s, func(g *agentsv1.AgentSession) { g.Spec.Suspend = false }); err != nil {
 		t.Fatalf("resume: %v", err)
 	}

@@ -79,14 +79,7 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 			g.Expect(f.Client.Get(ctx, objectKey(ns, done.Status.PodName), &corev1.Pod{})).To(Succeed(), "the pod is retained")
 		}).WithContext(ctx).WithTimeout(time.Until(until)).WithPolling(2 * time.Second).Should(Succeed())
 
-		appendMessage(ctx, s, "again", "Do it once more.")
-		Eventually(func(g Gomega, ctx context.Context) {
-			got := &agentsv1.AgentSession{}
-			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
-			g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", got.Status.Error)
-			g.Expect(got.Status.Result).To(Equal("Follow-up done."))
-			g.Expect(got.Status.MessagesDelivered).To(ConsistOf("again"))
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		followUpRuns(ctx, s)
 	}, SpecTimeout(5*time.Minute))
 
 	It("holds nothing for finished sessions: goroutines back to the idle baseline, no exec stream, none restored by a restart", func(ctx SpecContext) {
@@ -163,13 +156,7 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 
 		// ... and a message to one of them restores it and runs.
 		one := finished[n/2]
-		appendMessage(ctx, one, "again", "Do it once more.")
-		Eventually(func(g Gomega, ctx context.Context) {
-			got := &agentsv1.AgentSession{}
-			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(one), got)).To(Succeed())
-			g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", got.Status.Error)
-			g.Expect(got.Status.Result).To(Equal("Follow-up done."))
-		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		followUpRuns(ctx, one)
 	}, SpecTimeout(10*time.Minute))
 
 	It("releases the pod of an idle session when retainAfterSuccess passes and runs a message in a new one", func(ctx SpecContext) {
@@ -192,14 +179,22 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "pod %s deleted (err %v)", oldPod, err)
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
-		appendMessage(ctx, s, "again", "Do it once more.")
-		Eventually(func(g Gomega, ctx context.Context) {
-			got := &agentsv1.AgentSession{}
-			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
-			g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", got.Status.Error)
-			g.Expect(got.Status.Result).To(Equal("Follow-up done."))
-		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		followUpRuns(ctx, s)
 	}, SpecTimeout(6*time.Minute))
 })
+
+// followUpRuns sends lifecycleScript's follow-up to s and waits until it Succeeded with the
+// follow-up's answer, delivered once.
+func followUpRuns(ctx context.Context, s *agentsv1.AgentSession) {
+	GinkgoHelper()
+	appendMessage(ctx, s, "again", "Do it once more.")
+	Eventually(func(g Gomega, ctx context.Context) {
+		got := &agentsv1.AgentSession{}
+		g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+		g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", got.Status.Error)
+		g.Expect(got.Status.Result).To(Equal("Follow-up done."))
+		g.Expect(got.Status.MessagesDelivered).To(ConsistOf("again"))
+	}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+}
 
 func objectKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
