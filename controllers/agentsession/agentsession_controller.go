@@ -222,7 +222,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Status now holds what the ended runner knew: forget it. A message
 		// it did not take (it went idle meanwhile) starts a new one.
 		r.Runner.Forget(s.UID)
-		if ph := s.Status.Phase; len(pendingMessages(s)) > 0 && ph != agentsv1.PhaseFailed && ph != agentsv1.PhaseAborted {
+		// Look again at once when the session still needs a runner: it is running
+		// (the ended runner was suspended or lost its claim) or a message waits.
+		ph := s.Status.Phase
+		needsRunner := !ph.IsFinal() && !idlePhase(ph) || idlePhase(ph) && len(pendingMessages(s)) > 0
+		if needsRunner {
 			res = lowestResult(res, ctrl.Result{RequeueAfter: time.Millisecond})
 		}
 	}
