@@ -160,6 +160,16 @@ type AgentSessionSpec struct {
 	// +kubebuilder:default={}
 	Subagents SubagentsSpec `json:"subagents,omitempty,omitzero"`
 
+	// skills are SKILL.md files shipped by platform teams in ConfigMaps of the session's
+	// namespace: every key of each ConfigMap is one SKILL.md (YAML front matter with name
+	// and description, then the body). They are offered alongside the skills found in the
+	// workspace (.agents/skills/<name>/SKILL.md and equivalents); on a name clash the
+	// ConfigMap skill wins. A key that does not parse is reported as a WARNING event.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Skills []SkillsConfigMapRef `json:"skills,omitempty"`
+
 	// parentRef names the parent session. Set by the operator on child sessions; immutable.
 	// +optional
 	ParentRef *ParentReference `json:"parentRef,omitempty"`
@@ -195,6 +205,17 @@ type AgentSessionSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// outputs are globs, relative to /workspace, of files stored as artifacts with the change
+	// each time an input ends Succeeded (kubectl agent cp NAME:PATH). A file over 10 MiB, or
+	// beyond 100 MiB or 1000 files in all, is skipped and named in status.changes.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self.all(g, !g.startsWith('/') && !g.matches('(^|/)[.][.](/|$)'))",message="spec.outputs globs must be relative to /workspace and must not contain '..'"
+	Outputs []string `json:"outputs,omitempty"`
 }
 
 // ModelSpec selects the LLM.
@@ -238,6 +259,34 @@ type ModelSpec struct {
 	// Required iff provider is scripted.
 	// +optional
 	ScriptConfigMapRef *ConfigMapKeyRef `json:"scriptConfigMapRef,omitempty"`
+
+	// contextWindow overrides the model's context window in tokens. By default the
+	// operator's table of the models its profiles name is used (gpt-5*: 400000, claude*:
+	// 200000, gemini*: 1048576). Compaction starts when a request would exceed 70% of the
+	// window minus the system prompt and a 4096-token reserve.
+	// +optional
+	// +kubebuilder:validation:Minimum=1024
+	ContextWindow int32 `json:"contextWindow,omitempty"`
+
+	// compactionModel is the model, of the same provider and credentials, that writes the
+	// summaries replacing old history when the context fills up. Defaults to name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	CompactionModel string `json:"compactionModel,omitempty"`
+}
+
+// SkillsConfigMapRef names a ConfigMap of SKILL.md files.
+type SkillsConfigMapRef struct {
+	// name of the ConfigMap in the session's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// keys restricts the skills to these keys of the ConfigMap (default: every key).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	Keys []string `json:"keys,omitempty"`
 }
 
 // SecretKeyRef selects a key of a Secret in the session's namespace.
@@ -497,6 +546,11 @@ type GitSource struct {
 	// username and password (https) or ssh-privatekey and optionally known_hosts (ssh).
 	// +optional
 	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
+	// push commits the session's change on a branch and pushes it from the operator when
+	// the session reaches Succeeded (and after each follow-up that ends Succeeded). Unset:
+	// the change is committed on agent/<session-name> in the workspace and stored, not pushed.
+	// +optional
+	Push *GitPush `json:"push,omitempty"`
 }
 
 // SubagentsSpec bounds the child sessions of this session.
@@ -655,6 +709,61 @@ type AgentSessionStatus struct {
 	// last status update: what spec.limits.deadline bounds.
 	// +optional
 	WorkingTime *metav1.Duration `json:"workingTime,omitempty"`
+
+	// changes is what the session changed in its workspace, recorded each time an input ends
+	// Succeeded (kubectl agent diff shows the full patch).
+	// +optional
+	Changes *Changes `json:"changes,omitempty"`
+
+	// context is the context-window accounting of the last model call.
+	// +optional
+	Context *ContextStatus `json:"context,omitempty"`
+
+	// plan is the agent's current plan, as it last wrote it with the todo tool (at most 30
+	// steps).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=30
+	Plan []PlanStep `json:"plan,omitempty"`
+}
+
+// ContextStatus is the context-window accounting of a session.
+type ContextStatus struct {
+	// window is the model's context window in tokens (0 when unknown).
+	// +optional
+	Window int64 `json:"window,omitempty"`
+	// lastRequestTokens is the size of the last request: the input tokens the provider
+	// reported, or the operator's estimate when it reported none.
+	// +optional
+	LastRequestTokens int64 `json:"lastRequestTokens,omitempty"`
+	// compactions is how many times old history was replaced by a summary.
+	// +optional
+	Compactions int32 `json:"compactions,omitempty"`
+}
+
+// PlanStepStatus is the state of a plan step.
+// +kubebuilder:validation:Enum=pending;in_progress;completed
+type PlanStepStatus string
+
+// Plan step states.
+const (
+	PlanStepPending    PlanStepStatus = "pending"
+	PlanStepInProgress PlanStepStatus = "in_progress"
+	PlanStepCompleted  PlanStepStatus = "completed"
+)
+
+// MaxPlanSteps bounds status.plan.
+const MaxPlanSteps = 30
+
+// PlanStep is one step of the agent's plan.
+type PlanStep struct {
+	// content is the step, as the agent wrote it.
+	// +required
+	// +kubebuilder:validation:MaxLength=200
+	Content string `json:"content"`
+	// status of the step.
+	// +required
+	Status PlanStepStatus `json:"status"`
 }
 
 // Usage is token accounting. input includes cached input; output includes reasoning.

@@ -162,6 +162,9 @@ func describe(w io.Writer, s *v1alpha1.AgentSession, all []v1alpha1.AgentSession
 	if len(tree) > 1 {
 		fmt.Fprintf(tw, "Tokens with subagents:\t%d\n", s.Status.TreeTokens)
 	}
+	if c := s.Status.Context; c != nil {
+		fmt.Fprintf(tw, "Context:\t%s\n", contextLine(c))
+	}
 	if s.Status.PodName != "" {
 		fmt.Fprintf(tw, "Pod:\t%s\n", s.Status.PodName)
 	}
@@ -188,6 +191,9 @@ func describe(w io.Writer, s *v1alpha1.AgentSession, all []v1alpha1.AgentSession
 			return err
 		}
 	}
+	if len(s.Status.Plan) > 0 {
+		fmt.Fprint(w, planText(s.Status.Plan))
+	}
 	if s.Status.Result != "" {
 		cut := ""
 		if s.Status.ResultTruncated {
@@ -196,4 +202,42 @@ func describe(w io.Writer, s *v1alpha1.AgentSession, all []v1alpha1.AgentSession
 		fmt.Fprintf(w, "Result%s:\n%s\n", cut, s.Status.Result)
 	}
 	return nil
+}
+
+// contextLine describes status.context: the last request against the
+// window, and the compactions so far.
+func contextLine(c *v1alpha1.ContextStatus) string {
+	line := fmt.Sprintf("%d tokens in the last request", c.LastRequestTokens)
+	if c.Window > 0 {
+		line = fmt.Sprintf("%d of %d tokens in the last request (%d%%)", c.LastRequestTokens, c.Window,
+			c.LastRequestTokens*100/c.Window)
+	}
+	if c.Compactions > 0 {
+		line += fmt.Sprintf(", compacted %d times", c.Compactions)
+	}
+	return line
+}
+
+// planText renders status.plan as a checklist: [x] completed, [>] in
+// progress, [ ] pending.
+func planText(plan []v1alpha1.PlanStep) string {
+	done := 0
+	for _, st := range plan {
+		if st.Status == v1alpha1.PlanStepCompleted {
+			done++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Plan (%d/%d done):\n", done, len(plan))
+	for _, st := range plan {
+		mark := "[ ]"
+		switch st.Status {
+		case v1alpha1.PlanStepCompleted:
+			mark = "[x]"
+		case v1alpha1.PlanStepInProgress:
+			mark = "[>]"
+		}
+		fmt.Fprintf(&b, "  %s %s\n", mark, st.Content)
+	}
+	return b.String()
 }

@@ -95,7 +95,8 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.natsConn.KeyFile, "nats-key", "", "client key for NATS")
 	f.StringVar(&g.stream.Name, "stream", events.DefaultStreamName, "JetStream stream of the events")
 	f.StringVar(&g.stream.Prefix, "subject-prefix", events.DefaultPrefix, "first token of the event subjects")
-	root.AddCommand(newLogsCmd(g), newRunCmd(g), newMessageCmd(g, v1alpha1.MessageSteer), newMessageCmd(g, v1alpha1.MessageFollowUp), newAbortCmd(g), newGetCmd(g))
+	root.AddCommand(newLogsCmd(g), newRunCmd(g), newMessageCmd(g, v1alpha1.MessageSteer), newMessageCmd(g, v1alpha1.MessageFollowUp), newAbortCmd(g), newGetCmd(g),
+		newDiffCmd(g), newCpCmd(g))
 	return root
 }
 

@@ -41,6 +41,8 @@ type runOptions struct {
 	follow, wait                                                                            bool
 	timeout, pollInterval                                                                   time.Duration
 	logs                                                                                    logsOptions
+	// outputDir, when set, receives the session's change (outputs.go).
+	outputDir string
 }
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -79,13 +81,17 @@ passed, 5 awaiting input (the agent asked a question), 1 any other error.
 				return fmt.Errorf("create agentsession: %w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "agentsession.agent-operator.dev/%s created\n", s.Name)
-			if !o.follow && !o.wait {
+			if !o.follow && !o.wait && o.outputDir == "" {
 				fmt.Fprintln(cmd.OutOrStdout(), s.Name)
 				return nil
 			}
 			// The result, errors and events come from the model: printed
 			// sanitized (FR-OUT-02).
-			return g.await(cmd.Context(), render.NewWriter(cmd.OutOrStdout()), render.NewWriter(cmd.ErrOrStderr()), c, s, o)
+			err = g.await(cmd.Context(), render.NewWriter(cmd.OutOrStdout()), render.NewWriter(cmd.ErrOrStderr()), c, s, o)
+			if o.outputDir != "" && err == nil {
+				err = g.writeOutputs(cmd.Context(), c, s, o.outputDir, o.pollInterval)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -105,6 +111,7 @@ passed, 5 awaiting input (the agent asked a question), 1 any other error.
 	f.BoolVarP(&o.wait, "wait", "w", false, "wait until the session ends, print its result and exit with its outcome")
 	f.DurationVar(&o.timeout, "timeout", 0, "with --wait or --follow, give up after this long with exit code 4 (0: no limit; the session keeps running)")
 	f.IntVar(&o.logs.maxOutputLines, "max-output-lines", 40, "with -f, tool output lines printed per call (0: all)")
+	f.StringVar(&o.outputDir, "output-dir", "", "when the session succeeds, write its change there: changes.patch, changes.json (status.changes) and artifacts/ (spec.outputs) (implies --wait)")
 	o.logs.timestamps = true
 	o.logs.sinceSeq = 1
 	return cmd

@@ -32,6 +32,7 @@ import (
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/controllers/agentsession"
+	"github.com/agent-operator/agent-operator/internal/changes"
 	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/k8senv"
@@ -227,6 +228,8 @@ func run(ctx context.Context, o options) error {
 		Log:       ctrl.Log.WithName("runner"),
 		// The last runner of a pod (an idle, failed or suspended session) closes its exec stream.
 		ReleaseEnv: pool.Release,
+		// Each input that ends Succeeded records (and pushes) the session's change.
+		Changes: &changes.Recorder{Store: pub.ChangesStore(), Secrets: changes.SecretsFrom(mgr.GetAPIReader()), Log: ctrl.Log.WithName("changes")},
 	})
 	if err != nil {
 		return err

@@ -141,8 +141,39 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 				Message: "the journal no longer holds this session's events (they are older than the journal's retention): " +
 					"the session keeps its result, but a message cannot resume it; create a new session instead"}, gen)
 		}
+		mirrorChanges(&st, p, gen)
 	}
 	return st
+}
+
+// mirrorChanges copies the runner's last recording of the session's change
+// into status.changes and the ChangesRecorded and ChangesPushed conditions.
+// Nothing recorded by this runner leaves what status says.
+func mirrorChanges(st *agentsv1.AgentSessionStatus, p *runner.Progress, gen int64) {
+	r := p.Changes
+	if r == nil {
+		return
+	}
+	if r.Changes != nil {
+		c := *r.Changes // the runner's result is never modified once made
+		c.Files, c.SkippedArtifacts = slices.Clone(c.Files), slices.Clone(c.SkippedArtifacts)
+		st.Changes = &c
+	}
+	rec := metav1.Condition{Type: agentsv1.ConditionChangesRecorded, Status: metav1.ConditionTrue,
+		Reason: r.RecordReason, Message: truncate(r.RecordMessage, 4096)}
+	if r.RecordReason != agentsv1.ReasonChangesRecorded {
+		rec.Status = metav1.ConditionFalse
+	}
+	setCondition(st, agentsv1.ConditionChangesRecorded, rec, gen)
+	if r.PushReason == "" {
+		return
+	}
+	push := metav1.Condition{Type: agentsv1.ConditionChangesPushed, Status: metav1.ConditionTrue,
+		Reason: r.PushReason, Message: truncate(r.PushMessage, 4096)}
+	if r.PushReason == agentsv1.ReasonPushFailed {
+		push.Status = metav1.ConditionFalse
+	}
+	setCondition(st, agentsv1.ConditionChangesPushed, push, gen)
 }
 
 // releasedMessage says what happened to an idle session's pod and what a
@@ -255,6 +286,13 @@ func mirrorProgress(st *agentsv1.AgentSessionStatus, p *runner.Progress) {
 	}
 	if !p.StartTime.IsZero() && st.StartTime == nil {
 		st.StartTime = ptrTime(metav1.NewTime(p.StartTime))
+	}
+	if p.Context.Window > 0 || p.Context.RequestTokens > 0 || p.Compactions > 0 {
+		st.Context = &agentsv1.ContextStatus{Window: int64(p.Context.Window),
+			LastRequestTokens: p.Context.RequestTokens, Compactions: p.Compactions}
+	}
+	if p.Plan != nil {
+		st.Plan = slices.Clone(p.Plan)
 	}
 }
 

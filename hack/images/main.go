@@ -59,6 +59,9 @@ type spec struct {
 	workspace bool     // root filesystem from -workspace-rootfs instead of binaries
 	busybox   bool     // a busybox userland from -busybox instead of binaries
 	cmd       []string // default arguments of the entrypoint (the image's Cmd)
+	// onWorkspace puts the binaries on top of the workspace image's root
+	// filesystem (for test servers that need its userland, e.g. git).
+	onWorkspace bool
 }
 
 var specs = []spec{
@@ -84,6 +87,15 @@ var specs = []spec{
 		user:     nonRoot,
 	},
 	{name: "workspace", workspace: true},
+	// A git server for the e2e suite: git http-backend behind net/http/cgi, with the
+	// workspace image's git (test/gitserver).
+	{
+		name:        "gitserver",
+		binaries:    []binary{{pkg: "./test/gitserver/cmd/gitserver", path: "/gitserver"}},
+		required:    []string{"./test/gitserver/cmd/gitserver"},
+		user:        nonRoot,
+		onWorkspace: true,
+	},
 	// A plain userland without an executor: pods of this image get the
 	// executor from an init container (the e2e "plain image" case).
 	{name: "busybox", busybox: true},
@@ -225,8 +237,35 @@ func build(ctx context.Context, o options, s spec, binDir string) (v1.Image, str
 		Env:        []string{"PATH=/"},
 		WorkingDir: "/",
 	}
-	img, err := assemble([]v1.Layer{layer}, cfg)
+	layers := []v1.Layer{layer}
+	if s.onWorkspace {
+		base, reason, err := workspaceLayer(o)
+		if base == nil {
+			return nil, reason, err
+		}
+		layers = []v1.Layer{base, layer}
+		cfg.Env = []string{"PATH=/:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	}
+	img, err := assemble(layers, cfg)
 	return img, "", err
+}
+
+// workspaceLayer is the root filesystem layer of the workspace image, or a
+// reason it cannot be built.
+func workspaceLayer(o options) (v1.Layer, string, error) {
+	switch {
+	case o.workspaceRootfs != "":
+		layer, err := tarball.LayerFromFile(o.workspaceRootfs, tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return nil, "", fmt.Errorf("read rootfs %s: %w", o.workspaceRootfs, err)
+		}
+		return layer, "", nil
+	case o.busybox != "":
+		layer, err := busyboxLayer(o.busybox)
+		return layer, "", err
+	default:
+		return nil, "no -workspace-rootfs or -workspace-busybox given (hack/images.sh provides one)", nil
+	}
 }
 
 // missingMain explains why pkg cannot be built as a command, or returns "".

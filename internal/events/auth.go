@@ -151,7 +151,9 @@ func (a *authenticator) mint(cfg StreamConfig, namespace string, ttl time.Durati
 //   - $JS.API.CONSUMER.MSG.NEXT, .INFO and .DELETE of <stream>: pull from,
 //     reset and delete those consumers;
 //   - the same for the Object Store bucket of large events (reading an
-//     object needs its name, which holds the session's UID).
+//     object needs its name, which holds the session's UID);
+//   - the same for the namespace's own bucket of recorded changes
+//     (ChangesBucket): no other namespace's bucket.
 //
 // Subscribe: only inboxPrefix.> (the replies and the pulled messages).
 // Everything else, event subjects included, is denied: a reader cannot
@@ -173,6 +175,17 @@ func ReaderPermissions(cfg StreamConfig, namespace, inboxPrefix string) *server.
 		"$JS.API.CONSUMER.INFO." + obj + ".*",
 		"$JS.API.CONSUMER.DELETE." + obj + ".*",
 	}
+	// The namespace's own bucket of recorded changes (kubectl agent diff/cp).
+	cb := ChangesBucket(namespace)
+	cobj := "OBJ_" + cb
+	pub = append(pub,
+		"$JS.API.STREAM.INFO."+cobj,
+		"$JS.API.DIRECT.GET."+cobj+".$O."+cb+".M.*",
+		"$JS.API.CONSUMER.CREATE."+cobj+".*.$O."+cb+".C.*",
+		"$JS.API.CONSUMER.MSG.NEXT."+cobj+".*",
+		"$JS.API.CONSUMER.INFO."+cobj+".*",
+		"$JS.API.CONSUMER.DELETE."+cobj+".*",
+	)
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},
 		Subscribe: &server.SubjectPermission{Allow: []string{inboxPrefix + ".>"}},

@@ -55,6 +55,25 @@ type SessionConfig struct {
 	// FileAllowPatterns exempt paths from the denials (default
 	// DefaultAllowedPaths, e.g. ".env.example").
 	FileAllowPatterns []string
+	// Compaction configures context accounting and compaction
+	// (compaction.go); the zero value compacts at the defaults.
+	Compaction CompactionConfig
+	// StaleToolResultTurns makes tool results older than this many model
+	// turns be sent as one-line summaries (stale.go): 0 means
+	// DefaultStaleToolResultTurns, a negative value turns it off. History
+	// and journal always keep the full results.
+	StaleToolResultTurns int
+	// Skills are in-memory skills (e.g. from ConfigMaps) added to the
+	// SKILL.md files discovered in the workspace (skills.go). On a name
+	// clash the in-memory skill wins and the discovered one is reported in
+	// a WARNING.
+	Skills []Skill
+	// SkillWarnings are problems the host met loading Skills (e.g. a
+	// ConfigMap key that is not a valid SKILL.md); the session emits them
+	// as WARNING events when it gathers its prompt context.
+	SkillWarnings []string
+	// DisableSkillDiscovery skips the search for SKILL.md files.
+	DisableSkillDiscovery bool
 }
 
 // DefaultConfig returns the defaults of seed 000 §2.2.
@@ -79,6 +98,14 @@ func (c *SessionConfig) validate() error {
 		return fmt.Errorf("loop detection window %d is negative", c.LoopDetectionWindow)
 	case c.MaxSubagentDepth < 0:
 		return fmt.Errorf("max subagent depth %d is negative", c.MaxSubagentDepth)
+	}
+	if err := c.Compaction.validate(); err != nil {
+		return err
+	}
+	for i, sk := range c.Skills {
+		if err := sk.validate(); err != nil {
+			return fmt.Errorf("skill %d: %w", i+1, err)
+		}
 	}
 	if c.MaxCommandTimeout == 0 {
 		c.MaxCommandTimeout = DefaultMaxCommandTimeout

@@ -27,6 +27,11 @@ const (
 	EventLoopDetection       EventKind = "LOOP_DETECTION"
 	EventError               EventKind = "ERROR"
 	EventWarning             EventKind = "WARNING"
+	// EventContextCompacted says old history was replaced by one summary
+	// (compaction.go); restore replays it without calling the model.
+	EventContextCompacted EventKind = "CONTEXT_COMPACTED"
+	// EventPlanUpdated carries the model's current plan (the todo tool).
+	EventPlanUpdated EventKind = "PLAN_UPDATED"
 )
 
 // Event is one SessionEvent. Seq starts at 1 for a session and increases by
@@ -49,7 +54,8 @@ type Event struct {
 //	ASSISTANT_TEXT_DELTA   Delta
 //	ASSISTANT_TEXT_END     Text, Reasoning, Usage, ResponseID, Assistant (the full
 //	                       assistant message incl. tool calls and provider raw parts:
-//	                       the journal rebuilds history from it)
+//	                       the journal rebuilds history from it), Context (window
+//	                       and the size of the request this response answered)
 //	TOOL_CALL_START        ToolName, CallID, Arguments
 //	TOOL_CALL_OUTPUT_DELTA CallID, Delta
 //	TOOL_CALL_END          ToolName, CallID, Output (FULL, untruncated) or Error,
@@ -60,6 +66,9 @@ type Event struct {
 //	LOOP_DETECTION         Message (the warning appended as a SteeringTurn)
 //	ERROR                  Message, ErrorKind
 //	WARNING                Message
+//	CONTEXT_COMPACTED      Compaction (tokens before/after, turns replaced, the
+//	                       summary text restore puts in their place), DurationMs
+//	PLAN_UPDATED           Plan (the whole current plan), CallID
 type EventData struct {
 	State      string          `json:"state,omitempty"`
 	Content    string          `json:"content,omitempty"`
@@ -85,4 +94,13 @@ type EventData struct {
 	// to SHA-256 and size of what the model saw; a size of -1 means the
 	// file was deleted or moved away. Restore rebuilds read tracking from it.
 	Files map[string]FileView `json:"files,omitempty"`
+	// Context is the context accounting of ASSISTANT_TEXT_END.
+	Context *ContextUsage `json:"context,omitempty"`
+	// Compaction describes a CONTEXT_COMPACTED event.
+	Compaction *Compaction `json:"compaction,omitempty"`
+	// Plan is the current plan of PLAN_UPDATED (at most MaxPlanItems).
+	Plan []PlanItem `json:"plan,omitempty"`
+	// Changes is the host's structured summary of CHANGES_RECORDED (see
+	// host.go): counts and paths, no file contents.
+	Changes json.RawMessage `json:"changes,omitempty"`
 }

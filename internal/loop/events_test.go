@@ -25,6 +25,7 @@ func TestAllEventKinds(t *testing.T) {
 	cfg := loop.DefaultConfig()
 	cfg.MaxToolRoundsPerInput = 2
 	cfg.LoopDetectionWindow = 2
+	cfg.Compaction.Disabled = true // the 10-token window is there for the usage WARNING
 	echo := call("shell", map[string]any{"command": "echo hi"})
 	s := newSession(t, p, env, script(
 		scripted.Turn{Text: "Let me look around first.", ToolCalls: []scripted.ToolCall{echo}},

@@ -88,7 +88,13 @@ func (s *Session) toolLoop(ctx context.Context, round int) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
+		if _, err := s.maybeCompact(ctx, false); err != nil {
+			return false, err
+		}
 		resp, err := s.callModel(ctx)
+		if err != nil && llm.KindOf(err) == llm.KindContextLength && ctx.Err() == nil {
+			resp, err = s.retryAfterOverflow(ctx, err)
+		}
 		if err != nil {
 			return false, s.modelError(ctx, err, round)
 		}
@@ -160,6 +166,19 @@ func (s *Session) drainSteering(ctx context.Context) error {
 // callModel makes one model call, streaming when the profile supports it.
 func (s *Session) callModel(ctx context.Context) (*llm.Response, error) {
 	req := s.request()
+	_, chars := requestChars(req)
+	resp, err := s.callModelWith(ctx, req)
+	if err == nil {
+		tokens := s.noteUsage(chars, resp.Usage)
+		s.mu.Lock()
+		s.lastRequest = ContextUsage{Window: s.contextWindow(), RequestTokens: tokens}
+		s.mu.Unlock()
+	}
+	return resp, err
+}
+
+// callModelWith sends req, streaming when the profile supports it.
+func (s *Session) callModelWith(ctx context.Context, req *llm.Request) (*llm.Response, error) {
 	if err := s.emit(ctx, EventAssistantTextStart, EventData{}); err != nil {
 		return nil, err
 	}
@@ -217,8 +236,12 @@ func (s *Session) recordAssistant(ctx context.Context, resp *llm.Response) ([]ll
 	chars := s.historyChars
 	s.mu.Unlock()
 	usage := resp.Usage
+	s.mu.Lock()
+	cu := s.lastRequest
+	s.mu.Unlock()
 	if err := s.emitSync(ctx, EventAssistantTextEnd, EventData{
 		Text: turn.Content, Reasoning: turn.Reasoning, Usage: &usage, ResponseID: resp.ID, Assistant: &msg,
+		Context: &cu,
 	}); err != nil {
 		return nil, err
 	}
@@ -231,7 +254,7 @@ func (s *Session) recordAssistant(ctx context.Context, resp *llm.Response) ([]ll
 // checkContextUsage emits WARNING above 80% of the context window
 // (seed 000 §5.5, 1 token ~ 4 characters).
 func (s *Session) checkContextUsage(ctx context.Context, chars int) error {
-	window := s.profile.Capabilities().ContextWindow
+	window := s.contextWindow()
 	if window <= 0 {
 		return nil
 	}
@@ -275,8 +298,11 @@ func (s *Session) modelError(ctx context.Context, err error, round int) error {
 		return fmt.Errorf("call model: %w: %w", ErrModelUnavailable, err)
 	}
 	if kind == llm.KindContextLength {
-		return fmt.Errorf("call model: %w (the conversation no longer fits the model's context window and this "+
-			"version does not compact history: start a new session with a shorter task)", err)
+		s.mu.Lock()
+		tried := s.overflow
+		s.mu.Unlock()
+		return fmt.Errorf("call model: %w (the conversation no longer fits the model's context window: %s; "+
+			"start a new session with a shorter task)", err, tried)
 	}
 	return fmt.Errorf("call model: %w", err)
 }

@@ -75,6 +75,12 @@ func (s *Session) restore(events []Event) (uint64, error) {
 				s.resumeRound++
 				pending = nil
 			}
+		case EventContextCompacted:
+			if err := s.restoreCompaction(ev); err != nil {
+				return 0, err
+			}
+		case EventPlanUpdated:
+			s.plan = d.Plan
 		case EventSessionEnd:
 			state = State(d.State)
 		}
@@ -83,6 +89,21 @@ func (s *Session) restore(events []Event) (uint64, error) {
 	s.pending = pending
 	s.needsResume = state == StateProcessing
 	return seq, nil
+}
+
+// restoreCompaction replaces the compacted turns with the journaled
+// summary: the same history the live session had, without a model call.
+func (s *Session) restoreCompaction(ev Event) error {
+	c := ev.Data.Compaction
+	if c == nil || c.Turns <= 0 || c.Turns > len(s.history) {
+		turns := 0
+		if c != nil {
+			turns = c.Turns
+		}
+		return fmt.Errorf("restore: %s event %d replaces %d turns of a history of %d", ev.Kind, ev.Seq, turns, len(s.history))
+	}
+	s.replaceHistoryLocked(c.Turns, &SummaryTurn{Content: c.Summary, Timestamp: ev.Time})
+	return nil
 }
 
 func restoredAssistant(ev Event) *AssistantTurn {

@@ -63,6 +63,20 @@ type Session struct {
 	// (WithPauseOnModelOutage): Resume then makes the same model call again.
 	pausedAtModel bool
 	pauseOnOutage bool
+
+	// Context accounting and compaction (compaction.go): the provider's
+	// input tokens for the last request and that request's characters.
+	compactClient Client
+	ctxLastInput  int64
+	ctxLastChars  int
+	lastRequest   ContextUsage
+	// overflow says what was tried when the provider still rejects a
+	// request as too long (process.go).
+	overflow string
+	// extra holds the session's own tools (todo, skill: sessiontools.go).
+	extra  *tool.Registry
+	skills []Skill
+	plan   []PlanItem
 }
 
 type options struct {
@@ -79,6 +93,8 @@ type options struct {
 	restoreOn bool
 	pause     bool
 	files     *FileViews
+
+	compactClient Client
 }
 
 // Option configures New.
@@ -191,6 +207,10 @@ func New(profile Profile, env tool.ExecutionEnvironment, client Client, opts ...
 		id: o.id, profile: profile, env: env, client: client, cfg: o.cfg,
 		journal: o.journal, policy: o.policy, approve: o.approver, now: o.now, depth: o.depth,
 		state: StateIdle, effort: o.cfg.ReasoningEffort, pauseOnOutage: o.pause,
+		compactClient: o.compactClient,
+	}
+	if err := s.initSessionTools(); err != nil {
+		return nil, fmt.Errorf("new session: %w", err)
 	}
 	s.life, s.cancelLife = context.WithCancel(context.Background())
 	s.files = orNewFileViews(o.files)
@@ -397,6 +417,9 @@ func (s *Session) start(ctx context.Context) error {
 		return fmt.Errorf("prepare system prompt: %w", err)
 	}
 	pc.UserInstructions = s.cfg.UserInstructions
+	if err := s.prepareSkills(ctx, &pc); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.prompt = &pc
 	s.mu.Unlock()
@@ -480,7 +503,7 @@ func newUUID() string {
 func (s *Session) request() *llm.Request {
 	s.mu.Lock()
 	pc := *s.prompt
-	msgs := historyMessages(s.history)
+	msgs := s.viewMessagesLocked()
 	effort := s.effort
 	s.mu.Unlock()
 	caps := s.profile.Capabilities()
@@ -492,7 +515,7 @@ func (s *Session) request() *llm.Request {
 	return &llm.Request{
 		Model:             s.profile.Model(),
 		Messages:          append([]llm.Message{llm.TextMessage(llm.RoleSystem, system)}, msgs...),
-		Tools:             s.profile.Registry().Definitions(),
+		Tools:             s.toolDefinitions(),
 		ToolChoice:        llm.ToolChoiceAuto,
 		ReasoningEffort:   effort,
 		ParallelToolCalls: &parallel,

@@ -369,7 +369,9 @@ func TestContextUsageWarning(t *testing.T) {
 	env, _ := newEnv(t)
 	// 1 token ~ 4 chars: a 1,000-token window warns above 3,200 characters.
 	p := withCaps(anthropic(), func(c *loop.Capabilities) { c.ContextWindow = 1000 })
-	s := newSession(t, p, env, script(text("short"), text("short")))
+	cfg := loop.DefaultConfig()
+	cfg.Compaction.Disabled = true // compaction would keep usage under the warning
+	s := newSession(t, p, env, script(text("short"), text("short")), loop.WithConfig(cfg))
 	rec := record(s)
 	if err := s.Submit(t.Context(), "small input"); err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func (s *Session) executeTool(ctx context.Context, call llm.ToolCall) llm.ToolRe
 	if err := s.emitSync(ctx, EventToolCallStart, EventData{ToolName: call.Name, CallID: call.ID, Arguments: call.Arguments}); err != nil {
 		return fail(fmt.Sprintf("Tool error (%s): not run: %v", call.Name, err))
 	}
-	reg := s.profile.Registry()
+	reg := s.registryFor(call.Name)
 	registered, ok := reg.Get(call.Name)
 	if !ok {
 		return fail("Unknown tool: " + call.Name)

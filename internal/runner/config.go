@@ -1,7 +1,13 @@
 package runner
 
 import (
+	"context"
 	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/loop"
@@ -32,7 +38,53 @@ func loopConfig(spec *agentsv1.AgentSessionSpec) loop.SessionConfig {
 		cfg.MaxSubagentDepth = int(*spec.Subagents.MaxDepth)
 	}
 	cfg.UserInstructions = spec.Instructions
+	cfg.Compaction.ContextWindow = int(spec.Model.ContextWindow)
+	cfg.Compaction.Model = spec.Model.CompactionModel
 	return cfg
+}
+
+// sessionLoopConfig is loopConfig plus what must be read from the API
+// server: the skills of spec.skills' ConfigMaps. A missing ConfigMap or key
+// is a configuration error; a key that does not parse as a SKILL.md is left
+// out and reported by the loop as a WARNING event (SkillWarnings).
+func sessionLoopConfig(ctx context.Context, reader client.Reader, s *agentsv1.AgentSession) (loop.SessionConfig, error) {
+	cfg := loopConfig(&s.Spec)
+	skills, problems, err := configMapSkills(ctx, reader, s.Namespace, s.Spec.Skills)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Skills, cfg.SkillWarnings = skills, problems
+	return cfg, nil
+}
+
+// configMapSkills reads the skills of refs: each selected key of each
+// ConfigMap is one SKILL.md. The first skill of a name wins.
+func configMapSkills(ctx context.Context, reader client.Reader, ns string, refs []agentsv1.SkillsConfigMapRef) ([]loop.Skill, []string, error) {
+	var (
+		skills   []loop.Skill
+		problems []string
+		seen     = map[string]bool{}
+	)
+	for _, ref := range refs {
+		var cm corev1.ConfigMap
+		if err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &cm); err != nil {
+			return nil, nil, fmt.Errorf("%w: get skills configmap %s: %w", ErrConfig, ref.Name, err)
+		}
+		found, bad, err := skillsFromConfigMap(&cm, ref.Keys)
+		if err != nil {
+			return nil, nil, err
+		}
+		problems = append(problems, bad...)
+		for _, sk := range found {
+			if seen[sk.Name] {
+				problems = append(problems, fmt.Sprintf("skill %s: a skill named %q was already loaded; this one is ignored", sk.Source, sk.Name))
+				continue
+			}
+			seen[sk.Name] = true
+			skills = append(skills, sk)
+		}
+	}
+	return skills, problems, nil
 }
 
 // profileName is the tool profile of a session: spec.tools.profile, else the
@@ -69,4 +121,34 @@ func buildProfile(spec *agentsv1.AgentSessionSpec) (*profile.Profile, error) {
 		p.Registry().Unregister(t)
 	}
 	return p, nil
+}
+
+// skillsFromConfigMap parses the selected keys of cm (every key when keys
+// is empty, in name order) as SKILL.md files. A missing key is an error;
+// a key that does not parse is returned as a problem.
+func skillsFromConfigMap(cm *corev1.ConfigMap, keys []string) ([]loop.Skill, []string, error) {
+	if len(keys) == 0 {
+		for k := range cm.Data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+	}
+	var (
+		skills   []loop.Skill
+		problems []string
+	)
+	for _, k := range keys {
+		data, ok := cm.Data[k]
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: skills configmap %s has no key %q", ErrConfig, cm.Name, k)
+		}
+		source := "configmap/" + cm.Name + "/" + k
+		sk, err := loop.ParseSkill([]byte(data), source)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("skill %s: %v", source, err))
+			continue
+		}
+		skills = append(skills, sk)
+	}
+	return skills, problems, nil
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/changes"
 	"github.com/agent-operator/agent-operator/internal/llm"
 	"github.com/agent-operator/agent-operator/internal/loop"
 )
@@ -57,6 +58,16 @@ type Progress struct {
 	ClaimError string
 	// Owner is this instance once it holds the session's claim.
 	Owner string
+	// Changes is the last recording of the session's change (nil until an
+	// input ended Succeeded with a recorder configured).
+	Changes *changes.Result
+	// Context is the context accounting of the last model call and the
+	// number of compactions so far.
+	Context     loop.ContextUsage
+	Compactions int32
+	// Plan is the agent's current plan (todo tool), at most
+	// agentsv1.MaxPlanSteps steps; nil until the agent wrote one.
+	Plan []agentsv1.PlanStep
 }
 
 // WorkingTime is the working time as of now.
@@ -69,6 +80,7 @@ func (p Progress) WorkingTime(now time.Time) time.Duration {
 
 func (p Progress) clone() Progress {
 	p.Delivered = append([]string(nil), p.Delivered...)
+	p.Plan = append([]agentsv1.PlanStep(nil), p.Plan...)
 	return p
 }
 
@@ -99,6 +111,13 @@ func applyEvent(p *Progress, ev loop.Event) {
 		if d.Text != "" {
 			p.setResult(d.Text)
 		}
+		if d.Context != nil {
+			p.Context = *d.Context
+		}
+	case loop.EventContextCompacted:
+		p.Compactions++
+	case loop.EventPlanUpdated:
+		p.Plan = planSteps(d.Plan)
 	case loop.EventToolCallEnd:
 		p.ToolCalls++
 	case loop.EventTurnLimit:
@@ -154,3 +173,17 @@ func truncateResult(s string, limit int) (string, bool) {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// planSteps converts the loop's plan to status.plan steps, bounded by
+// agentsv1.MaxPlanSteps steps of loop.MaxPlanItemLength bytes.
+func planSteps(plan []loop.PlanItem) []agentsv1.PlanStep {
+	out := make([]agentsv1.PlanStep, 0, min(len(plan), agentsv1.MaxPlanSteps))
+	for _, it := range plan[:min(len(plan), agentsv1.MaxPlanSteps)] {
+		c := it.Content
+		if len(c) > loop.MaxPlanItemLength {
+			c = c[:loop.MaxPlanItemLength]
+		}
+		out = append(out, agentsv1.PlanStep{Content: c, Status: agentsv1.PlanStepStatus(it.Status)})
+	}
+	return out
+}

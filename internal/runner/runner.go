@@ -74,6 +74,10 @@ type Options struct {
 	// the claim is lost (another install took it over); a session another
 	// instance holds is left alone (Progress.Foreign).
 	Claims *claim.Claims
+	// Changes, when set, records each session's change (status.changes,
+	// the stored patch and artifacts, the push) when an input ends
+	// Succeeded.
+	Changes ChangesRecorder
 }
 
 // DefaultMaxConcurrentRestores is the default of Options.MaxConcurrentRestores.

@@ -15,6 +15,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/loop"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
 )
 
 type stopMode int
@@ -64,6 +65,8 @@ type session struct {
 	// (result, error), as the journal does from events; nil until the key
 	// is known, and when there is none.
 	redactor *events.Redactor
+	// env is the session's workspace environment once built (changes.go).
+	env tool.ExecutionEnvironment
 }
 
 func newSession(r *Runner, obj *agentsv1.AgentSession, pod string) *session {
@@ -223,6 +226,7 @@ func (s *session) run() {
 		return
 	}
 	s.restored(replayed)
+	s.changesBaseline() // issue 17: before any input runs (changes.go)
 	consumed := make(chan struct{})
 	go s.consume(sess.Events(), consumed)
 	s.drive(sess, replayed)
@@ -272,6 +276,7 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("open workspace environment: %w", err)
 	}
+	s.env = env // for recording changes (changes.go)
 	j, replayed, err := s.openJournal(ctx, cc.APIKey)
 	if err != nil {
 		return nil, nil, nil, err
@@ -281,6 +286,10 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 		return nil, nil, nil, fmt.Errorf("%w (status recorded %d events): the session cannot be resumed",
 			ErrJournalLost, s.obj.Status.LastEventSequence)
 	}
+	cfg, err := sessionLoopConfig(ctx, s.r.opts.Reader, s.obj) // skills from spec.skills' ConfigMaps
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	dj := &detachable{j: j}
 	s.mu.Lock()
 	s.dj = dj
@@ -289,7 +298,7 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	}
 	s.mu.Unlock()
 	opts := []loop.Option{
-		loop.WithConfig(loopConfig(&s.obj.Spec)),
+		loop.WithConfig(cfg),
 		loop.WithJournal(dj),
 		loop.WithID(string(s.obj.UID)),
 		loop.WithPauseOnModelOutage(),
@@ -589,6 +598,7 @@ func (s *session) drive(sess *loop.Session, replayed []loop.Event) {
 				retry = time.NewTimer(wait)
 			default:
 				outage.reset()
+				s.recordChanges(sess) // issue 17: an input ended Succeeded (changes.go)
 			}
 			s.signal() // look at waiting messages again
 		case <-retryC:

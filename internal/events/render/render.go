@@ -130,6 +130,12 @@ func (r *Renderer) Event(ev loop.Event) error {
 		r.block(ev, "✗ error"+kind+": ", d.Message)
 	case loop.EventWarning:
 		r.block(ev, "! warning: ", d.Message)
+	case loop.EventContextCompacted:
+		r.compacted(ev)
+	case loop.EventPlanUpdated:
+		r.block(ev, "≡ ", loop.RenderPlan(d.Plan))
+	case loop.EventChangesRecorded:
+		r.block(ev, "± changes: ", d.Message)
 	default:
 		r.line(ev, "? %s", ev.Kind)
 	}
@@ -176,6 +182,25 @@ func (r *Renderer) closeText() {
 		r.printf("\n")
 		r.inText = false
 	}
+}
+
+// compacted prints a CONTEXT_COMPACTED event on one line.
+func (r *Renderer) compacted(ev loop.Event) {
+	c := ev.Data.Compaction
+	if c == nil {
+		r.line(ev, "⇢ context compacted")
+		return
+	}
+	how := "summarized"
+	if c.Dropped {
+		how = "dropped: the summary failed"
+	}
+	forced := ""
+	if c.Forced {
+		forced = " after the provider rejected the request as too long"
+	}
+	r.line(ev, "⇢ context compacted%s: ~%d → ~%d tokens (%d turns %s, %s)", forced, c.TokensBefore, c.TokensAfter,
+		c.Turns, how, (time.Duration(ev.Data.DurationMs) * time.Millisecond).String())
 }
 
 func (r *Renderer) prefix(ev loop.Event) {

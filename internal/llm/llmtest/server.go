@@ -58,6 +58,10 @@ type Handler struct {
 	// servers do, so the adapter must generate them.
 	OmitCallIDs bool
 
+	// respond, when set, answers instead of client (NewResponderHandler).
+	respond   Responder
+	respondMu sync.Mutex
+
 	mu       sync.Mutex
 	requests []Request
 	canned   []Canned
@@ -67,6 +71,18 @@ type Handler struct {
 // NewHandler returns a handler answering protocol p from script s.
 func NewHandler(p Protocol, s *scripted.Script) *Handler {
 	return &Handler{protocol: p, client: scripted.New(s, "llmtest")}
+}
+
+// Responder computes the answer to one request in place of a script: rec
+// is the request as received (raw body included), req its decoded form.
+// It may keep state; calls are serialised per handler.
+type Responder func(rec Request, req *llm.Request) (scripted.Reply, error)
+
+// NewResponderHandler returns a handler answering protocol p with r, for
+// long or generated conversations a fixed script cannot describe (e.g.
+// answers that depend on which kind of request arrives).
+func NewResponderHandler(p Protocol, r Responder) *Handler {
+	return &Handler{protocol: p, respond: r}
 }
 
 // NewReplayHandler returns a handler answering the n-th request with
@@ -163,7 +179,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, &llm.Error{Kind: llm.KindInvalidRequest, Message: err.Error()}, "")
 		return
 	}
-	reply, err := h.client.Resolve(req)
+	var reply scripted.Reply
+	if h.respond != nil {
+		h.respondMu.Lock()
+		reply, err = h.respond(rec, req)
+		h.respondMu.Unlock()
+	} else {
+		reply, err = h.client.Resolve(req)
+	}
 	if err != nil {
 		h.writeError(w, &llm.Error{Kind: llm.KindInvalidRequest, Message: err.Error()}, "")
 		return

@@ -1,0 +1,194 @@
+package changes
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// Paths inside the workspace root.
+const (
+	// privateDir holds the operator's own git directory when the workspace
+	// is not a git repository (see baseline).
+	privateDir = ".agent-operator"
+	// baseRef is the ref of the baseline commit.
+	baseRef = "refs/agent-operator/base"
+	// gitTimeout bounds one git command in the workspace.
+	gitTimeout = 5 * time.Minute
+	// chunkBytes is how much of a file one ReadFile transfers (the executor's
+	// frames are 32 MiB of JSON at most).
+	chunkBytes = 8 << 20
+)
+
+// gitOptions keep the workspace's own configuration from changing what is
+// recorded: no hooks, no signing, no external diff or text conversion,
+// standard prefixes.
+var gitOptions = []string{
+	"-c", "core.hooksPath=/dev/null",
+	"-c", "core.fsmonitor=false",
+	"-c", "commit.gpgSign=false",
+	"-c", "diff.noprefix=false",
+	"-c", "diff.mnemonicPrefix=false",
+	"-c", "diff.relative=false",
+	"-c", "core.quotePath=true",
+}
+
+// repo runs git in the workspace of one session.
+type repo struct {
+	env tool.ExecutionEnvironment
+	// private is set when the workspace is not a git repository: git then
+	// runs with the operator's git directory under privateDir.
+	private bool
+	// scratch is a directory for temporary files, relative to the root and
+	// inside the git directory (never part of the work tree).
+	scratch string
+}
+
+// quote quotes s for the POSIX shell.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// command is the shell command line of git args.
+func (r *repo) command(args ...string) string {
+	var b strings.Builder
+	b.WriteString("git")
+	if r.private {
+		b.WriteString(" --git-dir=" + quote(privateDir+"/git") + " --work-tree=.")
+	}
+	for _, a := range gitOptions {
+		b.WriteString(" " + quote(a))
+	}
+	for _, a := range args {
+		b.WriteString(" " + quote(a))
+	}
+	return b.String()
+}
+
+// sh runs a shell command line at the workspace root and returns its stdout;
+// a non-zero exit is an error carrying stderr.
+func (r *repo) sh(ctx context.Context, line string, env map[string]string) (string, error) {
+	// Neither the system's nor $HOME's git configuration applies (HOME is
+	// /workspace in the pod: the agent writes it).
+	e := map[string]string{"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+	for k, v := range env {
+		e[k] = v
+	}
+	res, err := r.env.ExecCommand(ctx, line, tool.ExecOptions{Timeout: gitTimeout, WorkingDir: r.env.WorkingDirectory(), Env: e})
+	if err != nil {
+		return "", fmt.Errorf("run %s: %w", firstWords(line), err)
+	}
+	if res.TimedOut {
+		return "", fmt.Errorf("run %s: timed out after %s", firstWords(line), gitTimeout)
+	}
+	if res.ExitCode != 0 {
+		return res.Stdout, &gitError{cmd: firstWords(line), code: res.ExitCode, stderr: strings.TrimSpace(res.Stderr)}
+	}
+	return res.Stdout, nil
+}
+
+// git runs one git command.
+func (r *repo) git(ctx context.Context, env map[string]string, args ...string) (string, error) {
+	return r.sh(ctx, r.command(args...), env)
+}
+
+// gitError is a git command that exited non-zero.
+type gitError struct {
+	cmd    string
+	code   int
+	stderr string
+}
+
+func (e *gitError) Error() string {
+	if e.stderr == "" {
+		return fmt.Sprintf("%s: exit code %d", e.cmd, e.code)
+	}
+	return fmt.Sprintf("%s: exit code %d: %s", e.cmd, e.code, e.stderr)
+}
+
+// firstWords names a command line in errors without its arguments.
+func firstWords(line string) string {
+	f := strings.Fields(line)
+	var out []string
+	for _, w := range f {
+		w = strings.Trim(w, "'")
+		if strings.HasPrefix(w, "-") || strings.Contains(w, "=") || w == "git" {
+			continue
+		}
+		out = append(out, w)
+		if len(out) == 1 {
+			break
+		}
+	}
+	return "git " + strings.Join(out, " ")
+}
+
+// openRepo looks at the workspace: a git repository at its root, or not
+// (then the operator's private git directory is used).
+func openRepo(ctx context.Context, env tool.ExecutionEnvironment) (*repo, error) {
+	isGit, err := env.FileExists(ctx, ".git")
+	if err != nil {
+		return nil, fmt.Errorf("look for .git: %w", err)
+	}
+	r := &repo{env: env, private: !isGit, scratch: ".git/agent-operator"}
+	if r.private {
+		r.scratch = privateDir + "/git/agent-operator"
+	}
+	return r, nil
+}
+
+// revParse resolves rev to a commit id; ok is false when it does not exist.
+func (r *repo) revParse(ctx context.Context, rev string) (string, bool, error) {
+	out, err := r.git(ctx, nil, "rev-parse", "-q", "--verify", rev+"^{commit}")
+	if err != nil {
+		if ge, isGit := err.(*gitError); isGit && ge.code == 1 {
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	return strings.TrimSpace(out), true, nil
+}
+
+// readFile reads a file of the workspace (relative to the root) whole,
+// in chunks the executor can carry.
+func (r *repo) readFile(ctx context.Context, name string, size int64) ([]byte, error) {
+	if size <= chunkBytes {
+		fc, err := r.env.ReadFile(ctx, name, tool.ReadOptions{MaxBytes: chunkBytes + 1})
+		if err != nil {
+			return nil, err
+		}
+		return fc.Content, nil
+	}
+	out := make([]byte, 0, size)
+	part := path.Join(path.Dir(name), "part")
+	for off := int64(0); off < size; off += chunkBytes {
+		line := fmt.Sprintf("tail -c +%d %s | head -c %d > %s", off+1, quote(name), chunkBytes, quote(part))
+		if _, err := r.sh(ctx, line, nil); err != nil {
+			return nil, fmt.Errorf("cut %s: %w", name, err)
+		}
+		fc, err := r.env.ReadFile(ctx, part, tool.ReadOptions{MaxBytes: chunkBytes + 1})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fc.Content...)
+	}
+	if int64(len(out)) != size {
+		return nil, fmt.Errorf("read %s: got %d bytes of %d", name, len(out), size)
+	}
+	return out, nil
+}
+
+// fileSize is the size of a workspace file in bytes.
+func (r *repo) fileSize(ctx context.Context, name string) (int64, error) {
+	out, err := r.sh(ctx, "wc -c < "+quote(name), nil)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	if _, err := fmt.Sscan(strings.TrimSpace(out), &n); err != nil {
+		return 0, fmt.Errorf("size of %s: %q: %w", name, out, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,111 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/changes"
+	"github.com/agent-operator/agent-operator/internal/events"
+	"github.com/agent-operator/agent-operator/internal/events/eventstest"
+	"github.com/agent-operator/agent-operator/internal/llm/scripted"
+	"github.com/agent-operator/agent-operator/internal/loop"
+	"github.com/agent-operator/agent-operator/internal/loop/localenv"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// TestSucceededInputRecordsTheChange: an input that ends Succeeded records
+// the workspace's change before the runner ends: progress has it, the patch
+// is stored, and the journal holds CHANGES_RECORDED (a summary, no
+// contents) after the input's SESSION_END. The baseline was taken before
+// the agent's first tool ran: the file it wrote is part of the change, the
+// file that was there at start is not.
+func TestSucceededInputRecordsTheChange(t *testing.T) {
+	ctx := t.Context()
+	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "before.txt"), []byte("there at start\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := &scripted.Script{Turns: []scripted.Turn{
+		{Text: "Writing.", ToolCalls: []scripted.ToolCall{{Name: "write_file",
+			Arguments: []byte(`{"file_path": "made.txt", "content": "secret-free content\n"}`)}}},
+		{Text: "done"},
+	}}
+	r, err := New(Options{
+		Reader:   noObjects{},
+		Journals: pub,
+		Clients:  func(context.Context, ClientConfig) (loop.Client, error) { return scripted.New(script, "demo"), nil },
+		Envs: func(context.Context, *agentsv1.AgentSession, string) (tool.ExecutionEnvironment, error) {
+			return localenv.New(dir)
+		},
+		NotifyInterval: 10 * time.Millisecond,
+		Log:            logr.Discard(),
+		Changes:        &changes.Recorder{Store: pub.ChangesStore()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shutdownAtCleanup(t, r)
+	obj := &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "writer", UID: "uid-writer"},
+		Spec: agentsv1.AgentSessionSpec{
+			Prompt: "write a file",
+			Model:  agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"},
+		},
+	}
+	if err := r.Ensure(obj, "pod"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(ctx, obj.UID); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := r.Progress(obj.UID)
+	if p.Phase != agentsv1.PhaseSucceeded || p.Changes == nil || p.Changes.Changes == nil {
+		t.Fatalf("progress %s, changes %+v: want Succeeded with a recorded change", p.Phase, p.Changes)
+	}
+	c := p.Changes.Changes
+	if p.Changes.RecordReason != agentsv1.ReasonChangesRecorded || c.FilesChanged != 1 || c.Files[0].Path != "made.txt" || c.Files[0].Status != "A" {
+		t.Fatalf("recorded %s (%s): %+v; want made.txt added only", p.Changes.RecordReason, p.Changes.RecordMessage, c)
+	}
+	ref := events.SessionRef{Namespace: "team-a", Name: "writer", UID: "uid-writer"}
+	patch, err := events.ReadChanges(ctx, pub.JetStream(), ref, changes.PatchObject)
+	if err != nil || int64(len(patch)) != c.PatchBytes {
+		t.Fatalf("stored patch %d bytes (%v), status says %d", len(patch), err, c.PatchBytes)
+	}
+	var evs []loop.Event
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err = events.Replay(ctx, pub.JetStream(), ref)
+		return err == nil && len(evs) > 0 && evs[len(evs)-1].Kind == loop.EventChangesRecorded, nil
+	})
+	if err != nil {
+		t.Fatalf("journal does not end with CHANGES_RECORDED: %v", kinds(evs))
+	}
+	last := evs[len(evs)-1]
+	if prev := evs[len(evs)-2]; prev.Kind != loop.EventSessionEnd {
+		t.Fatalf("CHANGES_RECORDED follows %s, want the input's SESSION_END", prev.Kind)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(last.Data.Changes, &d); err != nil || d["filesChanged"] != float64(1) || d["head"] != c.Head {
+		t.Fatalf("event summary %s (%v)", last.Data.Changes, err)
+	}
+	if _, hasFiles := d["files"]; hasFiles {
+		t.Fatal("the event carries the file list; it must be a summary")
+	}
+}
+
+func kinds(evs []loop.Event) []loop.EventKind {
+	out := make([]loop.EventKind, len(evs))
+	for i, e := range evs {
+		out[i] = e.Kind
+	}
+	return out
+}
