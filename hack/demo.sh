@@ -90,6 +90,7 @@ run_sample() {
 	log "events of AgentSession ${name}:"
 	k -n "${SAMPLE_NAMESPACE}" get events --field-selector "involvedObject.name=${name}" \
 		--sort-by=.metadata.creationTimestamp -o custom-columns=TIME:.metadata.creationTimestamp,TYPE:.type,REASON:.reason,MESSAGE:.message || true
+	show_session "$name"
 	case "$phase" in
 	Succeeded | AwaitingInput) log "demo finished: session ${name} is ${phase}" ;;
 	*) die "demo: session ${name} ended in phase '${phase:-<none>}' (see the events above and 'kubectl -n ${NAMESPACE} logs deploy/...')" ;;
@@ -110,6 +111,24 @@ clean() {
 	fi
 	k delete namespace "${NAMESPACE}" --ignore-not-found --wait --timeout 120s >/dev/null || true
 	log "demo removed: sample sessions, the agent-operator release and namespace ${NAMESPACE}"
+}
+
+# show_session prints the session as a user reads it: the conversation (kubectl agent logs) and
+# the change it made (kubectl agent diff), with the plugin built from this checkout.
+show_session() {
+	local name="$1" plugin="${AO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-operator}/bin/kubectl-agent"
+	mkdir -p "$(dirname "$plugin")"
+	if ! (cd "${REPO_ROOT}" && go build -o "$plugin" ./cmd/kubectl-agent); then
+		log "could not build the kubectl-agent plugin; skipping the conversation and the diff"
+		return 0
+	fi
+	echo
+	log "kubectl agent logs ${name}:"
+	"$plugin" logs -n "${SAMPLE_NAMESPACE}" --operator-namespace "${NAMESPACE}" "$name" || log "kubectl agent logs failed (see above)"
+	echo
+	log "kubectl agent diff ${name}:"
+	"$plugin" diff -n "${SAMPLE_NAMESPACE}" --operator-namespace "${NAMESPACE}" "$name" || log "kubectl agent diff failed (see above)"
+	log "(the plugin is ${plugin}; put it on PATH to use it as 'kubectl agent')"
 }
 
 k version >/dev/null 2>&1 || die "cannot reach the cluster (KUBECONFIG=${KUBECONFIG}); run 'make cluster-up'"
