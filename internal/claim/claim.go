@@ -189,13 +189,15 @@ func (c *Claims) newLease(s *agentsv1.AgentSession, now time.Time) *coordination
 }
 
 // Keep renews the claim every third of its duration until ctx ends, and
-// calls lost (once) and returns when it can no longer be sure it holds it:
-// another instance took it, or it could not be renewed before it expired.
-func (cl *Claim) Keep(ctx context.Context, lost func(error)) {
-	d := cl.c.duration()
-	tick := time.NewTicker(d / 3)
+// calls lost (once) and returns when another instance took it (or the Lease
+// is gone). A renewal that fails because the API server cannot be reached
+// is retried at the next tick: while the API server is down nobody can take
+// the claim, and the first renewal after it is back tells whether someone
+// did (see docs/design.md for the window this leaves until issue 21's
+// fencing closes it).
+func (cl *Claim) Keep(ctx context.Context, lost func(error), failed func(error)) {
+	tick := time.NewTicker(cl.c.duration() / 3)
 	defer tick.Stop()
-	valid := cl.lease.Spec.RenewTime.Add(d)
 	for {
 		select {
 		case <-ctx.Done():
@@ -204,13 +206,14 @@ func (cl *Claim) Keep(ctx context.Context, lost func(error)) {
 		}
 		err := cl.renew(ctx)
 		switch {
-		case err == nil:
-			valid = cl.c.now().Add(d)
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, errTaken) || !cl.c.now().Before(valid.Add(-d/3)):
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, errTaken):
 			lost(err)
 			return
+		default:
+			if failed != nil {
+				failed(err)
+			}
 		}
 	}
 }
@@ -224,6 +227,9 @@ func (cl *Claim) renew(ctx context.Context) error {
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		fresh := &coordinationv1.Lease{}
 		if gerr := cl.c.Reader.Get(ctx, client.ObjectKeyFromObject(l), fresh); gerr != nil {
+			if apierrors.IsNotFound(gerr) {
+				return fmt.Errorf("renew claim: %w (the Lease is gone)", errTaken)
+			}
 			return fmt.Errorf("renew claim: %w", errors.Join(err, gerr))
 		}
 		if ptr.Deref(fresh.Spec.HolderIdentity, "") != cl.c.Me.String() {

@@ -137,7 +137,7 @@ func TestKeepReportsALostClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := make(chan error, 1)
-	go cl.Keep(t.Context(), func(err error) { lost <- err })
+	go cl.Keep(t.Context(), func(err error) { lost <- err }, nil)
 	select {
 	case err := <-lost:
 		if !errors.Is(err, errTaken) {

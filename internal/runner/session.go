@@ -204,11 +204,20 @@ func (s *session) run() {
 	if cl, ok := s.claim(); !ok {
 		return // another instance drives the session, or the claim failed
 	} else if cl != nil {
-		go cl.Keep(s.ctx, func(err error) {
-			s.log.Info("Lost the session's claim; stopping at once", "reason", err.Error())
-			s.stop(stopDetach) // the new holder resumes from the journal
-		})
+		keepCtx, stopKeeping := context.WithCancel(s.ctx)
+		kept := make(chan struct{})
+		go func() {
+			defer close(kept)
+			cl.Keep(keepCtx, func(err error) {
+				s.log.Info("Lost the session's claim; stopping at once", "reason", err.Error())
+				s.stop(stopDetach) // the new holder resumes from the journal
+			}, func(err error) {
+				s.log.Info("Could not renew the session's claim; trying again", "reason", err.Error())
+			})
+		}()
 		defer func() {
+			stopKeeping()
+			<-kept // no renewal after the release
 			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 			defer cancel()
 			if err := cl.Release(ctx); err != nil {

@@ -28,7 +28,9 @@ var _ = Describe("two installs with overlapping scope", Ordered, ContinueOnFailu
 
 	It("runs every step of a session exactly once, driven by one install, the other reporting it as owner", func(ctx SpecContext) {
 		ns := f.SpecNamespace(ctx, "ao-claims")
-		s := scriptedSession(ctx, ns, "claimed", stepsScript(claimSteps, 1))
+		s := scriptedSession(ctx, ns, "claimed", stepsScript(claimSteps, 1), func(s *agentsv1.AgentSession) {
+			s.Spec.Limits.MaxTurns = 2 * claimSteps
+		})
 		final := waitForOutcome(ctx, s, 4*time.Minute)
 		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
 		Expect(final.Status.Owner).NotTo(BeEmpty(), "status.owner")

@@ -83,7 +83,7 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 	}, SpecTimeout(5*time.Minute))
 
 	It("holds nothing for finished sessions: goroutines back to the idle baseline, no exec stream, none restored by a restart", func(ctx SpecContext) {
-		const n = 30
+		const n = 20
 		ns := f.SpecNamespace(ctx, "ao-finished")
 		pods, err := managerPods(ctx, op.ns, "ao-lifecycle")
 		Expect(err).NotTo(HaveOccurred())
@@ -99,7 +99,7 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 		}
 		var finished []*agentsv1.AgentSession
 		for _, s := range sessions {
-			finished = append(finished, waitForFinalPhase(ctx, s))
+			finished = append(finished, waitForOutcome(ctx, s, 4*time.Minute))
 		}
 		for _, s := range finished {
 			Expect(s.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "%s: status.error=%q", s.Name, s.Status.Error)

@@ -225,7 +225,8 @@ var _ = Describe("tenancy", Ordered, ContinueOnFailure, Label("security", "tenan
 			{[]string{"create", "pods", "--subresource=exec", "-n", tenantNS}, "yes"},
 			{[]string{"create", "pods", "--subresource=exec", "-n", otherNS}, "no"},
 			{[]string{"update", "leases.coordination.k8s.io", "-n", opNS}, "yes"},
-			{[]string{"get", "leases.coordination.k8s.io", "-n", tenantNS}, "no"},
+			{[]string{"get", "leases.coordination.k8s.io", "-n", tenantNS}, "yes"}, // session claims (issue 15)
+			{[]string{"get", "leases.coordination.k8s.io", "-n", otherNS}, "no"},
 			{[]string{"create", "leases.coordination.k8s.io", "-n", "kube-system"}, "no"},
 			{[]string{"create", "agentsessions.agent-operator.dev", "-n", otherNS}, "yes"},
 			{[]string{"delete", "namespaces"}, "no"},
