@@ -122,10 +122,15 @@ func serve(args []string, stdin io.Reader, stdout io.Writer, log logr.Logger) er
 	return nil
 }
 
+// IdleReady is the line idle prints once its signal handlers are installed:
+// from then on SIGTERM ends it with exit code 0.
+const IdleReady = "executor-sidecar idle: ready"
+
 // idle waits for SIGTERM or SIGINT and reaps children meanwhile.
 func idle() error {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
+	fmt.Println(IdleReady)
 	reap()
 	for s := range sigs {
 		if s == syscall.SIGCHLD {
