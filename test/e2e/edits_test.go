@@ -64,7 +64,10 @@ var _ = Describe("concurrent edits from subagents", Ordered, ContinueOnFailure, 
 
 	It("never loses an edit it reported as done", func(ctx SpecContext) {
 		ns := f.SpecNamespace(ctx, "ao-edits")
-		s := scriptedSession(ctx, ns, "edits", sharedEditsScript("edits"))
+		// Each child makes 2 calls per edit; children inherit the parent's turn limit.
+		s := scriptedSession(ctx, ns, "edits", sharedEditsScript("edits"), func(s *agentsv1.AgentSession) {
+			s.Spec.Limits.MaxTurns = 4 * editsPerChild
+		})
 		final := waitForOutcome(ctx, s, 5*time.Minute)
 		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
 		res, err := f.Exec(ctx, framework.ExecOptions{Namespace: ns, Pod: final.Status.PodName, Container: "workspace",

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -95,7 +96,12 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 
 		sessions := make([]*agentsv1.AgentSession, n)
 		for i := range sessions {
-			sessions[i] = scriptedSession(ctx, ns, fmt.Sprintf("done-%02d", i), lifecycleScript)
+			// Small requests, as in the load spec: the idle pods stay (retainAfterSuccess) and
+			// must all fit on the one 2-core node.
+			sessions[i] = scriptedSession(ctx, ns, fmt.Sprintf("done-%02d", i), lifecycleScript, func(s *agentsv1.AgentSession) {
+				s.Spec.Workspace.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("2m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}
+			})
 		}
 		var finished []*agentsv1.AgentSession
 		for _, s := range sessions {
