@@ -116,6 +116,10 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 			g.Expect(f.Client.List(ctx, &leases, client.InNamespace(ns))).To(Succeed())
 			g.Expect(leases.Items).To(BeEmpty(), "session claims held")
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		// Status as the parked runners left it (the recorded change comes after Succeeded).
+		for _, s := range finished {
+			Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+		}
 		streams := 0
 		for _, s := range finished {
 			c, err := executorsIn(ctx, ns, s.Status.PodName)
