@@ -9,8 +9,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -78,17 +76,7 @@ var _ = Describe("long sessions: compaction, resume after compaction, the plan",
 			g.Expect(running.Status.ToolCalls).To(BeNumerically(">=", 1))
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 		GinkgoWriter.Printf("killing manager pod %s at toolCalls=%d, context=%+v\n", old.Name, running.Status.ToolCalls, *running.Status.Context)
-		Expect(f.Clientset.CoreV1().Pods(op.ns).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})).To(Succeed())
-		var fresh corev1.Pod
-		Eventually(func(g Gomega, ctx context.Context) {
-			pods, err := managerPods(ctx, op.ns, longRelease)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods).To(HaveLen(1))
-			g.Expect(pods[0].UID).NotTo(Equal(old.UID), "a new manager pod")
-			fresh = pods[0]
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
-		_, err = f.WaitForPodRunning(ctx, op.ns, fresh.Name, 3*time.Minute)
-		Expect(err).NotTo(HaveOccurred(), "the new manager pod becomes ready")
+		killManager(ctx, op.ns, longRelease, old)
 
 		final := waitForOutcome(ctx, s, 4*time.Minute)
 		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)

@@ -121,6 +121,24 @@ func completeJournal(ctx context.Context, plugin string, final *agentsv1.AgentSe
 	return evs
 }
 
+// killManager deletes the manager pod old of release at once and returns its replacement once
+// it runs.
+func killManager(ctx context.Context, ns, release string, old corev1.Pod) corev1.Pod {
+	GinkgoHelper()
+	Expect(f.Clientset.CoreV1().Pods(ns).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})).To(Succeed())
+	var fresh corev1.Pod
+	Eventually(func(g Gomega, ctx context.Context) {
+		pods, err := managerPods(ctx, ns, release)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(pods).To(HaveLen(1))
+		g.Expect(pods[0].UID).NotTo(Equal(old.UID), "a new manager pod")
+		fresh = pods[0]
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+	_, err := f.WaitForPodRunning(ctx, ns, fresh.Name, 3*time.Minute)
+	Expect(err).NotTo(HaveOccurred(), "the new manager pod becomes ready")
+	return fresh
+}
+
 // midSession waits until the resumeScript session s has made a tool call and is not finished,
 // and returns it: the moment to pull something away from under it.
 func midSession(ctx context.Context, s *agentsv1.AgentSession) *agentsv1.AgentSession {
@@ -177,18 +195,7 @@ var _ = Describe("session resume after the manager pod is killed", Ordered, Cont
 		// Kill the manager in the middle of the session: some tool calls done, more to come.
 		running := midSession(ctx, s)
 		GinkgoWriter.Printf("killing manager pod %s at toolCalls=%d, lastEventSequence=%d\n", old.Name, running.Status.ToolCalls, running.Status.LastEventSequence)
-		Expect(f.Clientset.CoreV1().Pods(op.ns).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})).To(Succeed())
-
-		var fresh corev1.Pod
-		Eventually(func(g Gomega, ctx context.Context) {
-			pods, err := managerPods(ctx, op.ns, resumeRelease)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods).To(HaveLen(1))
-			g.Expect(pods[0].UID).NotTo(Equal(old.UID), "a new manager pod")
-			fresh = pods[0]
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
-		_, err = f.WaitForPodRunning(ctx, op.ns, fresh.Name, 3*time.Minute)
-		Expect(err).NotTo(HaveOccurred(), "the new manager pod becomes ready")
+		killManager(ctx, op.ns, resumeRelease, old)
 
 		final := waitForOutcome(ctx, s, 4*time.Minute)
 		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
