@@ -444,17 +444,7 @@ func TestLostPodOnAPVCIsRecreatedAndTheSessionResumes(t *testing.T) {
 	if err := testClient.Delete(t.Context(), pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatalf("delete pod: %v", err)
 	}
-	eventually(t, "a new pod", func() error {
-		p := &corev1.Pod{}
-		if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(pod), p); err != nil {
-			return err
-		}
-		if p.UID == pod.UID {
-			return fmt.Errorf("still the old pod")
-		}
-		pod = p
-		return nil
-	})
+	pod = waitReplacedPod(t, pod)
 	if pod.Spec.Volumes[0].PersistentVolumeClaim == nil || pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != pvc.Name {
 		t.Errorf("new pod volume = %+v", pod.Spec.Volumes[0])
 	}
@@ -468,6 +458,24 @@ func TestLostPodOnAPVCIsRecreatedAndTheSessionResumes(t *testing.T) {
 	if got.Status.Turns != 2 || got.Status.Result != "Resumed after the interruption." {
 		t.Errorf("turns = %d, result %q after resuming, want 2 (nothing re-run)", got.Status.Turns, got.Status.Result)
 	}
+}
+
+// waitReplacedPod waits for a pod of old's name that is not old, and returns it.
+func waitReplacedPod(t *testing.T, old *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	var fresh *corev1.Pod
+	eventually(t, "a new pod", func() error {
+		p := &corev1.Pod{}
+		if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(old), p); err != nil {
+			return err
+		}
+		if p.UID == old.UID {
+			return fmt.Errorf("still the old pod")
+		}
+		fresh = p
+		return nil
+	})
+	return fresh
 }
 
 // blockedScript runs one command that blocks until the test writes the file

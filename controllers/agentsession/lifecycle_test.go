@@ -124,19 +124,7 @@ func TestIdlePodIsReleasedAndAMessageStartsANewOne(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("append message: %v", err)
 	}
-	var fresh *corev1.Pod
-	eventually(t, "a new pod", func() error {
-		p := &corev1.Pod{}
-		if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(pod), p); err != nil {
-			return err
-		}
-		if p.UID == pod.UID {
-			return fmt.Errorf("still the old pod")
-		}
-		fresh = p
-		return nil
-	})
-	markPodReady(t, fresh)
+	markPodReady(t, waitReplacedPod(t, pod))
 	waitPhase(t, s, agentsv1.PhaseSucceeded, func(g *agentsv1.AgentSession) error {
 		if g.Status.Result != "Follow-up done." || g.Status.Turns != 3 {
 			return fmt.Errorf("result %q turns %d", g.Status.Result, g.Status.Turns)

@@ -6,10 +6,9 @@ import (
 )
 
 // deliveredInJournal returns the names of messages whose text the journal
-// already holds as an input after the prompt, matched in order. It closes the
-// window in which a message reached the loop (and the journal) but the manager
-// stopped before status recorded it: such a message must not be given twice.
-func deliveredInJournal(msgs []agentsv1.Message, events []loop.Event, already map[string]bool) []string {
+// holds as an input after the prompt, matched in order: what was delivered,
+// whatever status recorded (the manager may have stopped between the two).
+func deliveredInJournal(msgs []agentsv1.Message, events []loop.Event) []string {
 	var inputs []string
 	seenPrompt := false
 	for _, ev := range events {
@@ -27,9 +26,6 @@ func deliveredInJournal(msgs []agentsv1.Message, events []loop.Event, already ma
 	var out []string
 	i := 0
 	for _, m := range msgs {
-		if already[m.Name] {
-			continue
-		}
 		for i < len(inputs) && inputs[i] != m.Text {
 			i++
 		}

@@ -111,23 +111,24 @@ func TestDeliveredInJournal(t *testing.T) {
 	}
 	prompt := ev(1, loop.EventUserInput, loop.EventData{Content: "first"}) // the prompt happens to equal a message
 	cases := []struct {
-		name    string
-		events  []loop.Event
-		already map[string]bool
-		want    []string
+		name   string
+		events []loop.Event
+		want   []string
 	}{
-		{"nothing journaled", []loop.Event{prompt}, nil, nil},
+		{"nothing journaled", []loop.Event{prompt}, nil},
 		{"follow-up and steering journaled", []loop.Event{prompt,
 			ev(2, loop.EventUserInput, loop.EventData{Content: "first"}),
-			ev(3, loop.EventSteeringInjected, loop.EventData{Content: "second"})}, nil, []string{"a", "b"}},
-		{"already delivered are skipped", []loop.Event{prompt,
-			ev(2, loop.EventUserInput, loop.EventData{Content: "third"})}, map[string]bool{"a": true, "b": true}, []string{"c"}},
+			ev(3, loop.EventSteeringInjected, loop.EventData{Content: "second"})}, []string{"a", "b"}},
+		{"all three, in order", []loop.Event{prompt,
+			ev(2, loop.EventUserInput, loop.EventData{Content: "first"}),
+			ev(3, loop.EventSteeringInjected, loop.EventData{Content: "second"}),
+			ev(4, loop.EventUserInput, loop.EventData{Content: "third"})}, []string{"a", "b", "c"}},
 		{"order is kept: a later text does not mark an earlier message", []loop.Event{prompt,
-			ev(2, loop.EventUserInput, loop.EventData{Content: "second"})}, nil, nil},
+			ev(2, loop.EventUserInput, loop.EventData{Content: "second"})}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := deliveredInJournal(msgs, tc.events, tc.already)
+			got := deliveredInJournal(msgs, tc.events)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("deliveredInJournal = %v, want %v", got, tc.want)
 			}

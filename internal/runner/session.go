@@ -420,27 +420,20 @@ func (s *session) restored(replayed []loop.Event) {
 	for _, ev := range replayed {
 		applyEvent(&s.prog, ev)
 	}
-	found := deliveredInJournal(s.obj.Spec.Messages, replayed, nil)
+	found := deliveredInJournal(s.obj.Spec.Messages, replayed)
 	s.prog.Delivered = found
 	s.prog.Restored = true
-	inJournal := map[string]bool{}
-	for _, n := range found {
-		inJournal[n] = true
-	}
+	// Every message is known from now on: the journal's are delivered, the
+	// rest (also those status called delivered but the journal lacks) queue.
 	s.known = map[string]bool{}
-	for n := range inJournal {
-		s.known[n] = true
-	}
-	// Messages offered before the journal was read and not in it stay queued;
-	// the ones status called delivered but the journal lacks are offered again.
-	for _, m := range s.obj.Spec.Messages {
-		if !inJournal[m.Name] && !slices.ContainsFunc(s.queue, func(q agentsv1.Message) bool { return q.Name == m.Name }) {
-			s.known[m.Name] = true
-			s.queue = append(s.queue, m)
-		}
-	}
 	for _, q := range s.queue {
 		s.known[q.Name] = true
+	}
+	for _, m := range s.obj.Spec.Messages {
+		if !s.known[m.Name] && !slices.Contains(found, m.Name) {
+			s.queue = append(s.queue, m)
+		}
+		s.known[m.Name] = true
 	}
 	s.mu.Unlock()
 	s.notify(true)
