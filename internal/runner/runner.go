@@ -78,6 +78,8 @@ type Options struct {
 	// the stored patch and artifacts, the push) when an input ends
 	// Succeeded.
 	Changes ChangesRecorder
+	// Observers see every live event of every session (metrics, traces).
+	Observers []Observer
 }
 
 // DefaultMaxConcurrentRestores is the default of Options.MaxConcurrentRestores.

@@ -445,6 +445,7 @@ func (s *session) restored(replayed []loop.Event) {
 func (s *session) consume(evs <-chan loop.Event, done chan<- struct{}) {
 	defer close(done)
 	budget := s.obj.Spec.Limits.TokenBudget
+	info := sessionInfo(s.obj)
 	for ev := range evs {
 		s.mu.Lock()
 		if s.mode == stopDetach {
@@ -452,7 +453,11 @@ func (s *session) consume(evs <-chan loop.Event, done chan<- struct{}) {
 			continue // not journaled: status must not run ahead of the journal
 		}
 		before, reason, msg := s.prog.Phase, s.prog.Reason, s.prog.Error
-		applyEvent(&s.prog, redactEvent(s.redactor, ev))
+		ev = redactEvent(s.redactor, ev)
+		applyEvent(&s.prog, ev)
+		for _, o := range s.r.opts.Observers {
+			o.Observe(info, ev)
+		}
 		if ev.Kind == loop.EventSessionEnd && ev.Data.State == string(loop.StateClosed) {
 			// A live loop closes because the runner stopped it or its input
 			// failed; the runner, not this event, says why (inputEnded, stop).
