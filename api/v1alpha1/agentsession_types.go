@@ -100,6 +100,7 @@ const MaxResultBytes = 16 * 1024
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentRef.name`
 // +kubebuilder:printcolumn:name="Turns",type=integer,JSONPath=`.status.turns`
 // +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.usage.total`
+// +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.cost`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 59",message="metadata.name must be at most 59 characters: the workspace pod is named <name>-ws and pod names are limited to 63"
 type AgentSession struct {
@@ -363,11 +364,23 @@ type Limits struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.limits.deadline must be a positive duration such as 2h"
 	Deadline *metav1.Duration `json:"deadline,omitempty"`
 
-	// tokenBudget bounds the total (input + output) tokens of the session. When it is
-	// exceeded the session fails with reason TokenBudgetExceeded. 0 means unlimited.
+	// tokenBudget bounds the total (input + output) tokens of the session and all its
+	// subagents together (status.treeTokens). The session whose budget a model call crosses
+	// fails with reason TokenBudgetExceeded and its children stop; a child is created with
+	// at most what its parent has left. The tree may overshoot by at most one in-flight model
+	// call per running session. 0 means unlimited.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TokenBudget int64 `json:"tokenBudget,omitempty"`
+
+	// costBudget bounds the cost of the session and all its subagents together
+	// (status.treeCost), as a decimal in the currency of the operator's price table (USD by
+	// default), e.g. "2.50". It works like tokenBudget, with reason CostBudgetExceeded. The
+	// session's model must have a price in the table. Empty means unlimited.
+	// +optional
+	// +kubebuilder:validation:MaxLength=24
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,9}(\.[0-9]{1,6})?$`
+	CostBudget string `json:"costBudget,omitempty"`
 
 	// modelOutageTolerance is how long a session waits out a model provider that keeps
 	// failing with transient errors (rate limits, 5xx, overload, network) after the client's
@@ -576,6 +589,14 @@ type SubagentsSpec struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="spec.subagents.workingDir must be relative to /workspace and must not contain '..'"
 	WorkingDir string `json:"workingDir,omitempty"`
+	// models the spawn_agent tool may choose for a child (same provider, credentials and
+	// endpoint as this session). Unset allows only this session's own model.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	Models []string `json:"models,omitempty"`
 }
 
 // ParentReference names the parent session in the same namespace.
@@ -686,6 +707,16 @@ type AgentSessionStatus struct {
 	// whole tree of subagents below (and including) this session has used so far.
 	// +optional
 	TreeTokens int64 `json:"treeTokens,omitempty"`
+	// cost is what this session's model calls cost, a decimal in status.currency, from the
+	// operator's price table. Unset when the table has no price for the model.
+	// +optional
+	Cost string `json:"cost,omitempty"`
+	// treeCost is cost plus the treeCost of the children.
+	// +optional
+	TreeCost string `json:"treeCost,omitempty"`
+	// currency of cost and treeCost, e.g. USD.
+	// +optional
+	Currency string `json:"currency,omitempty"`
 
 	// startTime is when the agent loop first started.
 	// +optional
@@ -799,6 +830,9 @@ type ChildStatus struct {
 	// treeTokens is the child's status.treeTokens: its tokens and its descendants'.
 	// +optional
 	TreeTokens int64 `json:"treeTokens,omitempty"`
+	// treeCost is the child's status.treeCost.
+	// +optional
+	TreeCost string `json:"treeCost,omitempty"`
 }
 
 // +kubebuilder:object:root=true

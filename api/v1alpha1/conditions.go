@@ -59,8 +59,10 @@ const (
 	ReasonAborted = "Aborted"
 	// ReasonDeadlineExceeded: spec.limits.deadline passed.
 	ReasonDeadlineExceeded = "DeadlineExceeded"
-	// ReasonTokenBudgetExceeded: status.usage.total passed spec.limits.tokenBudget.
+	// ReasonTokenBudgetExceeded: status.treeTokens passed spec.limits.tokenBudget.
 	ReasonTokenBudgetExceeded = "TokenBudgetExceeded"
+	// ReasonCostBudgetExceeded: status.treeCost passed spec.limits.costBudget.
+	ReasonCostBudgetExceeded = "CostBudgetExceeded"
 	// ReasonTurnLimit: spec.limits.maxTurns was reached.
 	ReasonTurnLimit = "TurnLimit"
 	// ReasonConfigError: a referenced Secret or ConfigMap is missing or invalid.

@@ -111,12 +111,21 @@ func sessionTree(items []v1alpha1.AgentSession) []treeRow {
 	return rows
 }
 
+// costCell is a cost for a table cell: "-" when the model is not priced.
+func costCell(c string) string {
+	if c == "" {
+		return "-"
+	}
+	return c
+}
+
 // table prints the sessions as a tree: one line per session, children under
 // their parent, with the tokens of each session and of its whole subtree
-// (status.treeTokens, which the controller rolls up).
+// (status.treeTokens, which the controller rolls up) and the subtree's cost
+// (status.treeCost).
 func table(w io.Writer, items []v1alpha1.AgentSession, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tPHASE\tMODEL\tPARENT\tTURNS\tTOKENS\tTREE TOKENS\tAGE")
+	fmt.Fprintln(tw, "NAME\tPHASE\tMODEL\tPARENT\tTURNS\tTOKENS\tTREE TOKENS\tCOST\tAGE")
 	for _, r := range sessionTree(items) {
 		s := r.s
 		parent := ""
@@ -124,7 +133,7 @@ func table(w io.Writer, items []v1alpha1.AgentSession, now time.Time) error {
 			parent = s.Spec.ParentRef.Name
 		}
 		age := duration.HumanDuration(now.Sub(s.CreationTimestamp.Time))
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.name, s.Status.Phase, s.Spec.Model.Name, parent, s.Status.Turns, s.Status.Usage.Total, s.Status.TreeTokens, age)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", r.name, s.Status.Phase, s.Spec.Model.Name, parent, s.Status.Turns, s.Status.Usage.Total, s.Status.TreeTokens, costCell(s.Status.TreeCost), age)
 	}
 	return tw.Flush()
 }
@@ -161,6 +170,13 @@ func describe(w io.Writer, s *v1alpha1.AgentSession, all []v1alpha1.AgentSession
 	fmt.Fprintf(tw, "Tokens:\t%d in, %d out\n", s.Status.Usage.Input, s.Status.Usage.Output)
 	if len(tree) > 1 {
 		fmt.Fprintf(tw, "Tokens with subagents:\t%d\n", s.Status.TreeTokens)
+	}
+	if s.Status.Cost != "" || s.Status.TreeCost != "" {
+		line := s.Status.Cost + " " + s.Status.Currency
+		if len(tree) > 1 {
+			line += " (with subagents " + s.Status.TreeCost + ")"
+		}
+		fmt.Fprintf(tw, "Cost:\t%s\n", line)
 	}
 	if c := s.Status.Context; c != nil {
 		fmt.Fprintf(tw, "Context:\t%s\n", contextLine(c))

@@ -94,7 +94,9 @@ func TestGetShowsTheSubagentTree(t *testing.T) {
 		}
 		return &s
 	}
-	lead := create(withTree(session("tree-lead", "", 100, v1alpha1.PhaseRunning), 142), nil)
+	priced := withTree(session("tree-lead", "", 100, v1alpha1.PhaseRunning), 142)
+	priced.Status.Cost, priced.Status.TreeCost, priced.Status.Currency = "0.001000", "0.004200", "USD"
+	lead := create(priced, nil)
 	create(session("tree-lead-sub-1", "tree-lead", 30, v1alpha1.PhaseSucceeded), lead)
 	create(session("tree-lead-sub-2", "tree-lead", 12, v1alpha1.PhaseRunning), lead)
 
@@ -103,8 +105,8 @@ func TestGetShowsTheSubagentTree(t *testing.T) {
 		t.Fatalf("get: %v", err)
 	}
 	for _, want := range [][]string{
-		{"NAME", "PHASE", "MODEL", "PARENT", "TURNS", "TOKENS", "TREE TOKENS", "AGE"},
-		{"tree-lead ", "Running", "demo", "2", "100", "142"},
+		{"NAME", "PHASE", "MODEL", "PARENT", "TURNS", "TOKENS", "TREE TOKENS", "COST", "AGE"},
+		{"tree-lead ", "Running", "demo", "2", "100", "142", "0.004200"},
 		{"├─ tree-lead-sub-1", "Succeeded", "demo", "tree-lead", "2", "30", "30"},
 		{"└─ tree-lead-sub-2", "Running", "demo", "tree-lead", "2", "12", "12"},
 	} {
@@ -123,6 +125,7 @@ func TestGetShowsTheSubagentTree(t *testing.T) {
 	for _, want := range [][]string{
 		{"Name:", "default/tree-lead"},
 		{"Tokens with subagents:", "142"},
+		{"Cost:", "0.001000 USD (with subagents 0.004200)"},
 		{"Subagents:"},
 		{"├─ tree-lead-sub-1", "Succeeded", "2", "30", "30"},
 		{"└─ tree-lead-sub-2", "Running", "2", "12", "12"},

@@ -36,6 +36,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/k8senv"
+	"github.com/agent-operator/agent-operator/internal/pricing"
 	"github.com/agent-operator/agent-operator/internal/runner"
 )
 
@@ -71,6 +72,8 @@ type options struct {
 	watchNamespaces []string
 	install         string
 	claimDuration   time.Duration
+	// prices is the price table: the built-in one, overridden by --prices-file.
+	prices *pricing.Table
 }
 
 func parseFlags(args []string) (options, error) {
@@ -116,6 +119,7 @@ func parseFlags(args []string) (options, error) {
 	})
 	fs.StringVar(&o.install, "install-id", os.Getenv("POD_NAMESPACE"), "Identity of this install in session claims, shared by its replicas (the chart sets namespace/release).")
 	fs.DurationVar(&o.claimDuration, "session-claim-duration", claim.DefaultDuration, "How long a session's claim lasts without renewal; another install takes a session over only after it.")
+	pricesFile := fs.String("prices-file", "", "YAML price table (the chart's pricing values) overriding and extending the built-in prices.")
 	var pools []string
 	fs.Func("warm-pool", "Keep pre-started workspace pods for new sessions: NAMESPACE=SIZE or NAMESPACE=SIZE:IMAGE (repeatable).",
 		func(v string) error { pools = append(pools, v); return nil })
@@ -143,6 +147,16 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.install == "" {
 		o.install = "agent-operator"
+	}
+	o.prices = pricing.Default()
+	if *pricesFile != "" {
+		data, err := os.ReadFile(*pricesFile)
+		if err != nil {
+			return o, fmt.Errorf("--prices-file: %w", err)
+		}
+		if o.prices, err = pricing.Parse(data); err != nil {
+			return o, fmt.Errorf("--prices-file %s: %w", *pricesFile, err)
+		}
 	}
 	if err := o.stream.Validate(); err != nil {
 		return o, fmt.Errorf("stream flags: %w", err)
@@ -230,6 +244,7 @@ func run(ctx context.Context, o options) error {
 		ReleaseEnv: pool.Release,
 		// Each input that ends Succeeded records (and pushes) the session's change.
 		Changes: &changes.Recorder{Store: pub.ChangesStore(), Secrets: changes.SecretsFrom(mgr.GetAPIReader()), Log: ctrl.Log.WithName("changes")},
+		Prices:  o.prices,
 	})
 	if err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -51,6 +53,18 @@ func TestParseFlags(t *testing.T) {
 			}
 		}},
 		{"bad warm pool", []string{"--warm-pool=ci"}, "--warm-pool", nil},
+		{"built-in prices", nil, "", func(t *testing.T, o options) {
+			if !o.prices.Known("anthropic", "claude-sonnet-4-5") {
+				t.Error("the built-in price table is not used by default")
+			}
+		}},
+		{"price file", []string{"--prices-file=" + writeFile(t, "models: [{provider: openai-compatible, model: llama, input: '0', output: '0'}]")}, "", func(t *testing.T, o options) {
+			if !o.prices.Known("openai-compatible", "llama") || !o.prices.Known("openai", "gpt-5") {
+				t.Error("the price file did not extend the built-in table")
+			}
+		}},
+		{"bad price file", []string{"--prices-file=" + writeFile(t, "models: [{provider: x}]")}, "models[0]: provider and model are required", nil},
+		{"missing price file", []string{"--prices-file=/nonexistent/prices.yaml"}, "--prices-file", nil},
 		{"bad stream storage", []string{"--stream-storage=tape"}, "stream flags", nil},
 		{"concurrent reconciles", []string{"--max-concurrent-reconciles=8"}, "", func(t *testing.T, o options) {
 			if o.reconcilers != 8 {
@@ -137,4 +151,14 @@ func TestServeWaitingProbes(t *testing.T) {
 		t.Fatalf("address not freed: %v", err)
 	}
 	ln.Close()
+}
+
+// writeFile writes content to a file in a test directory and returns its path.
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "prices.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -473,7 +473,11 @@ func (r *Reconciler) workspaceLost(ctx context.Context, s *agentsv1.AgentSession
 // pod of a failed or aborted session, or of an idle one whose status now
 // says so, and ttlSecondsAfterFinished.
 func (r *Reconciler) afterStatus(ctx context.Context, s *agentsv1.AgentSession, obs observation, now time.Time) (ctrl.Result, error) {
-	if obs.releasing {
+	// Children in a shared workspace run in this pod: it stays until they
+	// stopped (a failed parent aborts them first, see act), so they end
+	// Aborted, not WorkspaceLost. Their status changes wake this session.
+	childrenLive := slices.ContainsFunc(obs.children, func(c agentsv1.ChildStatus) bool { return !c.Phase.IsFinal() })
+	if obs.releasing && !childrenLive {
 		if err := r.releasePod(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -483,11 +487,16 @@ func (r *Reconciler) afterStatus(ctx context.Context, s *agentsv1.AgentSession, 
 	}
 	var res ctrl.Result
 	if s.Status.Phase != agentsv1.PhaseSucceeded {
-		if r.Runner.Running(s.UID) {
+		switch {
+		case r.Runner.Running(s.UID):
 			r.Runner.Abort(s.UID)
 			res.RequeueAfter = stopPoll
-		} else if err := r.releasePod(ctx, s); err != nil {
-			return res, err
+		case childrenLive:
+			res.RequeueAfter = stopPoll
+		default:
+			if err := r.releasePod(ctx, s); err != nil {
+				return res, err
+			}
 		}
 	}
 	ttl := s.Spec.TTLSecondsAfterFinished
@@ -652,7 +661,7 @@ func (r *Reconciler) children(ctx context.Context, s *agentsv1.AgentSession) ([]
 	}
 	out := make([]agentsv1.ChildStatus, 0, len(list.Items))
 	for _, c := range list.Items {
-		out = append(out, agentsv1.ChildStatus{Name: c.Name, Phase: c.Status.Phase, TreeTokens: c.Status.TreeTokens})
+		out = append(out, agentsv1.ChildStatus{Name: c.Name, Phase: c.Status.Phase, TreeTokens: c.Status.TreeTokens, TreeCost: c.Status.TreeCost})
 	}
 	slices.SortFunc(out, func(a, b agentsv1.ChildStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil

@@ -10,6 +10,7 @@ import (
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/events"
+	"github.com/agent-operator/agent-operator/internal/pricing"
 	"github.com/agent-operator/agent-operator/internal/runner"
 )
 
@@ -65,6 +66,7 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 	for _, c := range st.Children {
 		st.TreeTokens += c.TreeTokens
 	}
+	st.TreeCost = treeCost(st.Cost, st.Children)
 	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1.ConditionWorkspaceReady); c != nil &&
 		(c.Reason == agentsv1.ReasonWorkspaceLost || c.Reason == agentsv1.ReasonWorkspaceOOMKilled) && s.Status.Phase.IsFinal() {
 		obs.lost = c.Reason // keep saying why the session failed
@@ -256,6 +258,29 @@ func workspaceCondition(obs observation) metav1.Condition {
 	return c
 }
 
+// treeCost is own plus the children's treeCost; empty when none of them
+// is priced.
+func treeCost(own string, children []agentsv1.ChildStatus) string {
+	sum, priced := pricing.Amount(0), false
+	for _, c := range append([]string{own}, childCosts(children)...) {
+		if a, err := pricing.ParseAmount(c); c != "" && err == nil {
+			sum, priced = sum+a, true
+		}
+	}
+	if !priced {
+		return ""
+	}
+	return sum.String()
+}
+
+func childCosts(children []agentsv1.ChildStatus) []string {
+	out := make([]string, 0, len(children))
+	for _, c := range children {
+		out = append(out, c.TreeCost)
+	}
+	return out
+}
+
 // mirrorProgress copies the runner's counters into status.
 func mirrorProgress(st *agentsv1.AgentSessionStatus, p *runner.Progress) {
 	if p != nil && p.Owner != "" {
@@ -269,6 +294,9 @@ func mirrorProgress(st *agentsv1.AgentSessionStatus, p *runner.Progress) {
 	st.Usage = agentsv1.Usage{
 		Input: p.Usage.InputTokens, Output: p.Usage.OutputTokens, Reasoning: p.Usage.ReasoningTokens,
 		CacheRead: p.Usage.CacheReadTokens, CacheWrite: p.Usage.CacheWriteTokens, Total: p.Usage.Total(),
+	}
+	if p.Currency != "" {
+		st.Cost, st.Currency = p.Cost.String(), p.Currency
 	}
 	if p.Result != "" {
 		st.Result, st.ResultTruncated = p.Result, p.ResultTruncated

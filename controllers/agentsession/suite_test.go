@@ -164,6 +164,7 @@ func startManager(cfg *rest.Config) (func(), error) {
 		Informers: mgr.GetCache(),
 		Notify:    rec.Notify,
 		Log:       log,
+		Prices:    suitePrices,
 	})
 	if err != nil {
 		cancel()

@@ -7,6 +7,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/changes"
 	"github.com/agent-operator/agent-operator/internal/llm"
 	"github.com/agent-operator/agent-operator/internal/loop"
+	"github.com/agent-operator/agent-operator/internal/pricing"
 )
 
 // Progress is a snapshot of a session as the runner sees it.
@@ -21,6 +22,10 @@ type Progress struct {
 	Turns     int32
 	ToolCalls int32
 	Usage     llm.Usage
+	// Cost is what the model calls cost (Options.Prices), in Currency;
+	// Currency is empty when the price table has no price for the model.
+	Cost     pricing.Amount
+	Currency string
 	// Result is the last assistant text, cut at agentsv1.MaxResultBytes.
 	Result          string
 	ResultTruncated bool

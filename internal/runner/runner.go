@@ -13,10 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/budget"
 	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
+	"github.com/agent-operator/agent-operator/internal/pricing"
 )
 
 // DefaultNotifyInterval is the minimum time between two progress
@@ -80,6 +82,8 @@ type Options struct {
 	Changes ChangesRecorder
 	// Observers see every live event of every session (metrics, traces).
 	Observers []Observer
+	// Prices turns usage into cost (default pricing.Default()).
+	Prices *pricing.Table
 }
 
 // DefaultMaxConcurrentRestores is the default of Options.MaxConcurrentRestores.
@@ -116,6 +120,9 @@ type Runner struct {
 
 	restores chan struct{} // one token per restore in progress
 
+	// budgets is the spend of the session trees this runner drives.
+	budgets *budget.Ledger
+
 	mu       sync.Mutex
 	sessions map[types.UID]*session
 	pods     map[types.NamespacedName]int // runners per workspace pod
@@ -145,6 +152,9 @@ func New(opts Options) (*Runner, error) {
 	if opts.MaxConcurrentRestores <= 0 {
 		opts.MaxConcurrentRestores = DefaultMaxConcurrentRestores
 	}
+	if opts.Prices == nil {
+		opts.Prices = pricing.Default()
+	}
 	if opts.OutageBackoff.Initial <= 0 {
 		opts.OutageBackoff.Initial = 10 * time.Second
 	}
@@ -152,7 +162,7 @@ func New(opts Options) (*Runner, error) {
 		opts.OutageBackoff.Max = max(2*time.Minute, opts.OutageBackoff.Initial)
 	}
 	r := &Runner{opts: opts, sessions: map[types.UID]*session{}, pods: map[types.NamespacedName]int{},
-		restores: make(chan struct{}, opts.MaxConcurrentRestores)}
+		restores: make(chan struct{}, opts.MaxConcurrentRestores), budgets: budget.New()}
 	if opts.Client != nil {
 		w, err := newChildWatch(context.Background(), opts.Informers)
 		if err != nil {

@@ -80,6 +80,9 @@ func newSession(r *Runner, obj *agentsv1.AgentSession, pod string) *session {
 		known: map[string]bool{},
 	}
 	s.prog.JournalAvailable = true
+	if p := r.opts.Prices; p.Known(string(obj.Spec.Model.Provider), obj.Spec.Model.Name) {
+		s.prog.Currency = p.Currency()
+	}
 	// Until the journal is read, status's view of what was delivered stands;
 	// restored replaces it with what the journal holds.
 	for _, n := range obj.Status.MessagesDelivered {
@@ -235,7 +238,8 @@ func (s *session) run() {
 		return
 	}
 	s.restored(replayed)
-	s.changesBaseline() // issue 17: before any input runs (changes.go)
+	defer s.joinBudget(s.ctx)() // after the replay: it knows what was spent
+	s.changesBaseline()         // issue 17: before any input runs (changes.go)
 	consumed := make(chan struct{})
 	go s.consume(sess.Events(), consumed)
 	s.drive(sess, replayed)
@@ -277,6 +281,10 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	if err := checkPriced(s.r.opts.Prices, s.obj); err != nil {
+		return nil, nil, nil, err
+	}
+	llmc = budgetedClient{Client: llmc, s: s}
 	prof, err := buildProfile(&s.obj.Spec)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -322,7 +330,8 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 		opts = append(opts, loop.WithToolPolicy(p))
 	}
 	if s.r.opts.Client != nil {
-		opts = append(opts, loop.WithSubagentSpawner(&childSpawner{c: s.r.opts.Client, r: s.r.opts.Reader, parent: s.obj, watch: s.r.children}))
+		opts = append(opts, loop.WithSubagentSpawner(&childSpawner{c: s.r.opts.Client, r: s.r.opts.Reader, parent: s.obj, watch: s.r.children,
+			budgets: s.r.budgets, worked: func() time.Duration { return s.snapshot().WorkingTime(s.r.opts.Now()) }}))
 	}
 	sess, err := loop.New(prof, scopeEnv(env, s.obj), llmc, opts...)
 	if err != nil {
@@ -418,7 +427,7 @@ func isIdle(phase agentsv1.Phase) bool {
 func (s *session) restored(replayed []loop.Event) {
 	s.mu.Lock()
 	for _, ev := range replayed {
-		applyEvent(&s.prog, ev)
+		s.fold(ev)
 	}
 	found := deliveredInJournal(s.obj.Spec.Messages, replayed)
 	s.prog.Delivered = found
@@ -441,10 +450,10 @@ func (s *session) restored(replayed []loop.Event) {
 }
 
 // consume folds live events into progress, notes which handed-over
-// messages the journal now holds, and enforces the token budget.
+// messages the journal now holds, and charges each model call to the
+// budget ledger.
 func (s *session) consume(evs <-chan loop.Event, done chan<- struct{}) {
 	defer close(done)
-	budget := s.obj.Spec.Limits.TokenBudget
 	info := sessionInfo(s.obj)
 	for ev := range evs {
 		s.mu.Lock()
@@ -454,7 +463,7 @@ func (s *session) consume(evs <-chan loop.Event, done chan<- struct{}) {
 		}
 		before, reason, msg := s.prog.Phase, s.prog.Reason, s.prog.Error
 		ev = redactEvent(s.redactor, ev)
-		applyEvent(&s.prog, ev)
+		s.fold(ev)
 		for _, o := range s.r.opts.Observers {
 			o.Observe(info, ev)
 		}
@@ -476,11 +485,10 @@ func (s *session) consume(evs <-chan loop.Event, done chan<- struct{}) {
 			s.prog.Phase, s.prog.Reason = agentsv1.PhaseAborted, agentsv1.ReasonAborted
 		}
 		changed = changed || s.prog.Phase != before
-		over := budget > 0 && s.prog.Usage.Total() > budget
 		s.mu.Unlock()
-		if over {
-			s.fail(agentsv1.ReasonTokenBudgetExceeded,
-				fmt.Sprintf("token budget of %d exceeded", budget))
+		if ev.Kind == loop.EventAssistantTextEnd && ev.Data.Usage != nil {
+			// The ledger ends the session whose tree budget this crosses.
+			s.r.budgets.Charge(ledgerID(s.obj.Namespace, s.obj.Name), s.spendOf(*ev.Data.Usage))
 		}
 		s.notify(changed)
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/budget"
 	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 )
@@ -37,6 +41,11 @@ type childSpawner struct {
 	parent *agentsv1.AgentSession
 	// watch wakes Wait on watch events of children.
 	watch *childWatch
+
+	// budgets is the runner's ledger: a child gets at most what the tree
+	// has left. worked is the parent's working time so far.
+	budgets *budget.Ledger
+	worked  func() time.Duration
 
 	mu      sync.Mutex      // serialises Spawn, so parallel spawn_agent calls respect maxChildren
 	spawned map[string]bool // children created here; the cache may not have them yet
@@ -67,6 +76,10 @@ func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.
 			return res, err
 		}
 	}
+	limits, err := sp.childLimits(req)
+	if err != nil {
+		return tool.SpawnResult{}, err
+	}
 	var children agentsv1.AgentSessionList
 	if err := sp.c.List(ctx, &children, client.InNamespace(p.Namespace),
 		client.MatchingLabels{agentsv1.LabelParentUID: string(p.UID)}); err != nil {
@@ -93,7 +106,7 @@ func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.
 		return tool.SpawnResult{}, fmt.Errorf("%d subagents are still running and spec.subagents.maxChildren is %d: wait for or close one first", live, limit)
 	}
 	for n := len(known) + 1; ; n++ {
-		child := sp.child(req, childName(p.Name, n))
+		child := sp.child(req, limits, childName(p.Name, n))
 		err := sp.c.Create(ctx, child)
 		if apierrors.IsAlreadyExists(err) {
 			continue
@@ -155,14 +168,50 @@ func maxDepth(s *agentsv1.AgentSession) int32 {
 	return loop.DefaultMaxSubagentDepth
 }
 
-func (sp *childSpawner) child(req tool.SpawnRequest, name string) *agentsv1.AgentSession {
+// childLimits are the parent's limits narrowed for a child: its budgets
+// are what the tree has left, its deadline the parent's remaining working
+// time, its max_turns at most the parent's; the model must be the parent's
+// or one spec.subagents.models allows. A spawn can only narrow.
+func (sp *childSpawner) childLimits(req tool.SpawnRequest) (agentsv1.Limits, error) {
+	p := sp.parent
+	lim := *p.Spec.Limits.DeepCopy()
+	if req.Model != "" && req.Model != p.Spec.Model.Name && !slices.Contains(p.Spec.Subagents.Models, req.Model) {
+		allowed := append([]string{p.Spec.Model.Name}, p.Spec.Subagents.Models...)
+		return lim, fmt.Errorf("model %q is not allowed for subagents; allowed: %s (spec.subagents.models)", req.Model, strings.Join(allowed, ", "))
+	}
+	if req.MaxTurns > 0 && (lim.MaxTurns == 0 || int32(req.MaxTurns) < lim.MaxTurns) {
+		lim.MaxTurns = int32(req.MaxTurns)
+	}
+	if sp.budgets != nil {
+		left, ok := sp.budgets.Remaining(ledgerID(p.Namespace, p.Name))
+		if !ok {
+			return lim, errors.New("the session's budget is used up: no subagent can be spawned")
+		}
+		lim.TokenBudget = left.Tokens
+		lim.CostBudget = ""
+		if left.Cost > 0 {
+			micro := max(left.Cost/1000*1000, 1000) // a decimal of six places, never rounded up
+			lim.CostBudget = strings.TrimRight(strings.TrimRight(micro.String(), "0"), ".")
+		}
+	}
+	if d := lim.Deadline; d != nil && sp.worked != nil {
+		left := d.Duration - sp.worked()
+		if left <= 0 {
+			return lim, errors.New("the session's deadline (spec.limits.deadline) is used up: no subagent can be spawned")
+		}
+		lim.Deadline = &metav1.Duration{Duration: max(left.Truncate(time.Second), time.Second)}
+	}
+	return lim, nil
+}
+
+func (sp *childSpawner) child(req tool.SpawnRequest, limits agentsv1.Limits, name string) *agentsv1.AgentSession {
 	p := sp.parent
 	depth := sessionDepth(p) + 1
 	spec := agentsv1.AgentSessionSpec{
 		Prompt:       req.Task,
 		Model:        *p.Spec.Model.DeepCopy(),
 		Instructions: p.Spec.Instructions,
-		Limits:       *p.Spec.Limits.DeepCopy(),
+		Limits:       limits,
 		Tools:        *p.Spec.Tools.DeepCopy(),
 		Workspace:    *p.Spec.Workspace.DeepCopy(),
 		Subagents:    *p.Spec.Subagents.DeepCopy(),
@@ -171,9 +220,6 @@ func (sp *childSpawner) child(req tool.SpawnRequest, name string) *agentsv1.Agen
 	}
 	if req.Model != "" {
 		spec.Model.Name = req.Model
-	}
-	if req.MaxTurns > 0 {
-		spec.Limits.MaxTurns = int32(req.MaxTurns)
 	}
 	spec.Subagents.WorkingDir = req.WorkingDir
 	annotations := map[string]string{}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/budget"
+	"github.com/agent-operator/agent-operator/internal/pricing"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 	"github.com/agent-operator/agent-operator/internal/testenv"
 )
@@ -30,7 +33,7 @@ func TestChildSession(t *testing.T) {
 			Prompt:    "lead the work",
 			Model:     agentsv1.ModelSpec{Provider: agentsv1.ProviderAnthropic, Name: "big", APIKeySecretRef: &agentsv1.SecretKeyRef{Name: "k", Key: "a"}},
 			Limits:    agentsv1.Limits{MaxTurns: 100, TokenBudget: 5000},
-			Subagents: agentsv1.SubagentsSpec{MaxDepth: ptr.To[int32](2)},
+			Subagents: agentsv1.SubagentsSpec{MaxDepth: ptr.To[int32](2), Models: []string{"small"}},
 		},
 	}
 	cases := []struct {
@@ -71,7 +74,12 @@ func TestChildSession(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := parent.DeepCopy()
 			p.Spec.Subagents.Workspace = tc.mode
-			c := (&childSpawner{parent: p}).child(tc.req, childName(p.Name, 1))
+			sp := &childSpawner{parent: p}
+			lim, err := sp.childLimits(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := sp.child(tc.req, lim, childName(p.Name, 1))
 			if c.Name != "lead-sub-1" {
 				t.Errorf("name = %s", c.Name)
 			}
@@ -80,6 +88,63 @@ func TestChildSession(t *testing.T) {
 	}
 	if n := childName(strings.Repeat("x", 59), 12); len(n) > 59 {
 		t.Errorf("child name %q is longer than 59", n)
+	}
+}
+
+// A spawn can only narrow the parent's limits: budgets to what the tree has
+// left, the deadline to the parent's remaining working time, max_turns to
+// the parent's, the model to the ones spec.subagents.models allows.
+func TestChildLimitsOnlyNarrow(t *testing.T) {
+	parent := &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: "lead", Namespace: "team"},
+		Spec: agentsv1.AgentSessionSpec{
+			Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderAnthropic, Name: "big"},
+			Limits: agentsv1.Limits{MaxTurns: 10, TokenBudget: 1000, CostBudget: "2.5",
+				Deadline: &metav1.Duration{Duration: time.Hour}},
+			Subagents: agentsv1.SubagentsSpec{Models: []string{"small"}},
+		},
+	}
+	two := func(s string) pricing.Amount { a, _ := pricing.ParseAmount(s); return a }
+	cases := []struct {
+		name    string
+		req     tool.SpawnRequest
+		spent   budget.Spend
+		worked  time.Duration
+		wantErr string
+		want    agentsv1.Limits
+	}{
+		{"what is left", tool.SpawnRequest{}, budget.Spend{Tokens: 400, Cost: two("1.0000005")}, 20 * time.Minute, "",
+			agentsv1.Limits{MaxTurns: 10, TokenBudget: 600, CostBudget: "1.499999", Deadline: &metav1.Duration{Duration: 40 * time.Minute}}},
+		{"max_turns narrows", tool.SpawnRequest{MaxTurns: 3}, budget.Spend{}, 0, "",
+			agentsv1.Limits{MaxTurns: 3, TokenBudget: 1000, CostBudget: "2.5", Deadline: &metav1.Duration{Duration: time.Hour}}},
+		{"max_turns never widens", tool.SpawnRequest{MaxTurns: 500}, budget.Spend{}, 0, "",
+			agentsv1.Limits{MaxTurns: 10, TokenBudget: 1000, CostBudget: "2.5", Deadline: &metav1.Duration{Duration: time.Hour}}},
+		{"a model the spec allows", tool.SpawnRequest{Model: "small"}, budget.Spend{}, 0, "",
+			agentsv1.Limits{MaxTurns: 10, TokenBudget: 1000, CostBudget: "2.5", Deadline: &metav1.Duration{Duration: time.Hour}}},
+		{"any other model", tool.SpawnRequest{Model: "huge"}, budget.Spend{}, 0, `model "huge" is not allowed for subagents; allowed: big, small`, agentsv1.Limits{}},
+		{"tokens used up", tool.SpawnRequest{}, budget.Spend{Tokens: 1000}, 0, "budget is used up", agentsv1.Limits{}},
+		{"deadline used up", tool.SpawnRequest{}, budget.Spend{}, time.Hour, "deadline", agentsv1.Limits{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := budget.New()
+			id := ledgerID(parent.Namespace, parent.Name)
+			l.Join(budget.Member{ID: id, Name: id, Limit: limitOf(parent), Own: tc.spent}, nil)
+			sp := &childSpawner{parent: parent, budgets: l, worked: func() time.Duration { return tc.worked }}
+			got, err := sp.childLimits(tc.req)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("limits = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -355,12 +420,12 @@ func TestSpawnCallRunAgainAdoptsItsChild(t *testing.T) {
 func TestChildrenInheritTheParentsClass(t *testing.T) {
 	p := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "lead", Namespace: "team", UID: "p-uid",
 		Labels: map[string]string{agentsv1.LabelClass: "staging"}}}
-	c := (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, childName(p.Name, 1))
+	c := (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, agentsv1.Limits{}, childName(p.Name, 1))
 	if c.Labels[agentsv1.LabelClass] != "staging" || c.Labels[agentsv1.LabelParentUID] != "p-uid" {
 		t.Errorf("child labels %v", c.Labels)
 	}
 	p.Labels = nil
-	c = (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, childName(p.Name, 1))
+	c = (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, agentsv1.Limits{}, childName(p.Name, 1))
 	if _, ok := c.Labels[agentsv1.LabelClass]; ok {
 		t.Errorf("a default-class parent's child has a class: %v", c.Labels)
 	}
