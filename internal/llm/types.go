@@ -154,6 +154,10 @@ type Request struct {
 	ReasoningEffort   string           `json:"reasoningEffort,omitempty"` // "", low, medium, high, or a provider-specific value passed through
 	MaxOutputTokens   int              `json:"maxOutputTokens,omitempty"`
 	ParallelToolCalls *bool            `json:"parallelToolCalls,omitempty"`
+	// CacheKey is a stable key for requests that share a prompt prefix (the
+	// session id): OpenAI adapters send it as prompt_cache_key so the
+	// requests of one session reach the same prompt cache. Others ignore it.
+	CacheKey string `json:"cacheKey,omitempty"`
 	// ProviderOptions holds per-provider settings keyed by provider name
 	// ("anthropic": {"beta_headers": [...]}, "gemini": {"safety_settings": [...]},
 	// "openai": {"store": true}). Adapters read only their own key.

@@ -520,5 +520,6 @@ func (s *Session) request() *llm.Request {
 		ReasoningEffort:   effort,
 		ParallelToolCalls: &parallel,
 		ProviderOptions:   s.profile.ProviderOptions(),
+		CacheKey:          s.id,
 	}
 }

@@ -239,6 +239,10 @@ func (c *Client) params(req *llm.Request) (sdk.MessageNewParams, []option.Reques
 		}
 		rest = append(rest, m)
 	}
+	// Prompt caching: at most three breakpoints (the API allows four) on
+	// the stable prefix — the last tool, the last system block and the last
+	// cacheable block of the conversation — so the next request, which
+	// extends this one, reads all of it from the cache.
 	cache := !opts.DisableCache
 	if cache && len(system) > 0 {
 		system[len(system)-1].CacheControl = sdk.NewCacheControlEphemeralParam()

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/agent-operator/agent-operator/internal/llm"
@@ -23,7 +24,110 @@ func TestSuite(t *testing.T) {
 		New:          newClient,
 		SecretEnv:    []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_CUSTOM_HEADERS"},
 		CheckRequest: checkRequests,
+		CheckCaching: checkCaching,
 	}.Run(t)
+}
+
+// checkCaching asserts that each request of the suite's three-request
+// conversation carries exactly three breakpoints: the last tool, the last
+// system block and the last block of the conversation so far, which moves
+// forward with every request (never onto a thinking block).
+func checkCaching(t *testing.T, reqs []llmtest.Request) {
+	want := [][]string{
+		{"tools.1", "system.0", "messages.0.content.0"},
+		// user; assistant thinking, tool_use, tool_use; user tool_result ×2
+		{"tools.1", "system.0", "messages.2.content.1"},
+		// …; assistant thinking, tool_use; user tool_result
+		{"tools.1", "system.0", "messages.4.content.0"},
+	}
+	for i, r := range reqs {
+		got := llmtest.CacheBreakpoints(r.Body)
+		if !slices.Equal(got, want[i]) || len(got) > llmtest.MaxCacheBreakpoints {
+			t.Errorf("request %d: breakpoints %v, want %v", i+1, got, want[i])
+		}
+		if i > 0 && llmtest.Path(r.Body, "messages", 1, "content", 0, "type") != "thinking" {
+			t.Errorf("request %d: the assistant turn does not start with its thinking block", i+1)
+		}
+	}
+}
+
+func TestCacheBreakpoints(t *testing.T) {
+	c, err := New(Config{Model: "claude-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thinking := llm.ContentPart{Kind: llm.PartReasoning, Provider: ProviderName,
+		Raw: json.RawMessage(`{"type":"thinking","thinking":"hm","signature":"c2ln"}`)}
+	call := llm.ContentPart{Kind: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "t1", Name: "shell", Arguments: json.RawMessage(`{}`)}}
+	png := llm.Image{MediaType: "image/png", Data: []byte("png")}
+	tools := []llm.ToolDefinition{llmtest.Weather, llmtest.Add, {Name: "shell"}}
+	tests := []struct {
+		name string
+		req  llm.Request
+		want []string
+	}{
+		{name: "user message only",
+			req:  llm.Request{Messages: []llm.Message{llm.TextMessage(llm.RoleUser, "hi")}},
+			want: []string{"messages.0.content.0"}},
+		{name: "system, tools and a user message",
+			req: llm.Request{Tools: tools, Messages: []llm.Message{
+				llm.TextMessage(llm.RoleSystem, "sys"), llm.TextMessage(llm.RoleUser, "hi")}},
+			want: []string{"tools.2", "system.0", "messages.0.content.0"}},
+		{name: "only the last of several system blocks",
+			req: llm.Request{Messages: []llm.Message{
+				llm.TextMessage(llm.RoleSystem, "one"), llm.TextMessage(llm.RoleSystem, "two"), llm.TextMessage(llm.RoleUser, "hi")}},
+			want: []string{"system.1", "messages.0.content.0"}},
+		{name: "steering text after tool results",
+			req: llm.Request{Tools: tools, Messages: []llm.Message{
+				llm.TextMessage(llm.RoleSystem, "sys"), llm.TextMessage(llm.RoleUser, "go"),
+				{Role: llm.RoleAssistant, Content: []llm.ContentPart{thinking, call}},
+				{Role: llm.RoleTool, Content: []llm.ContentPart{{Kind: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "t1", Content: "ok"}}}},
+				llm.TextMessage(llm.RoleUser, "steer")}},
+			want: []string{"tools.2", "system.0", "messages.2.content.1"}},
+		{name: "a tool result with an image is marked as a whole",
+			req: llm.Request{Messages: []llm.Message{
+				llm.TextMessage(llm.RoleUser, "look"),
+				{Role: llm.RoleAssistant, Content: []llm.ContentPart{call}},
+				{Role: llm.RoleTool, Content: []llm.ContentPart{{Kind: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "t1", Content: "shot", Images: []llm.Image{png}}}}}}},
+			want: []string{"messages.2.content.0"}},
+		{name: "a user image last",
+			req: llm.Request{Messages: []llm.Message{
+				{Role: llm.RoleUser, Content: []llm.ContentPart{{Kind: llm.PartText, Text: "see"}, {Kind: llm.PartImage, Image: &png}}}}},
+			want: []string{"messages.0.content.1"}},
+		{name: "an assistant prefill skips its thinking block",
+			req: llm.Request{Messages: []llm.Message{
+				llm.TextMessage(llm.RoleUser, "go"),
+				{Role: llm.RoleAssistant, Content: []llm.ContentPart{{Kind: llm.PartText, Text: "So"}, thinking}}}},
+			want: []string{"messages.1.content.0"}},
+		{name: "a last message with nothing cacheable gets none",
+			req: llm.Request{Tools: tools, Messages: []llm.Message{
+				llm.TextMessage(llm.RoleSystem, "sys"), llm.TextMessage(llm.RoleUser, "go"),
+				{Role: llm.RoleAssistant, Content: []llm.ContentPart{thinking}}}},
+			want: []string{"tools.2", "system.0"}},
+		{name: "disable_cache",
+			req: llm.Request{Tools: tools, ProviderOptions: map[string]json.RawMessage{"anthropic": json.RawMessage(`{"disable_cache":true}`)},
+				Messages: []llm.Message{llm.TextMessage(llm.RoleSystem, "sys"), llm.TextMessage(llm.RoleUser, "hi")}},
+			want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, _, err := c.params(&tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.Marshal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body map[string]any
+			if err := json.Unmarshal(raw, &body); err != nil {
+				t.Fatal(err)
+			}
+			if got := llmtest.CacheBreakpoints(body); !slices.Equal(got, tt.want) {
+				t.Fatalf("breakpoints %v, want %v\n%s", got, tt.want, raw)
+			}
+		})
+	}
 }
 
 func checkRequests(t *testing.T, reqs []llmtest.Request) {

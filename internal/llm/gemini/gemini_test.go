@@ -27,7 +27,19 @@ func TestSuite(t *testing.T) {
 		New:          newClient,
 		SecretEnv:    []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI"},
 		CheckRequest: checkRequests,
+		CheckCaching: checkCaching,
 	}.Run(t)
+}
+
+// checkCaching asserts that the requests rely on Gemini's implicit caching:
+// no cachedContent reference, and Request.CacheKey is not sent anywhere
+// (the suite checks that cachedContentTokenCount becomes CacheReadTokens).
+func checkCaching(t *testing.T, reqs []llmtest.Request) {
+	for i, r := range reqs {
+		if _, ok := r.Body["cachedContent"]; ok || strings.Contains(string(r.RawBody), llmtest.CacheKey) {
+			t.Errorf("request %d: sends cachedContent or the cache key: %s", i+1, r.RawBody)
+		}
+	}
 }
 
 func checkRequests(t *testing.T, reqs []llmtest.Request) {

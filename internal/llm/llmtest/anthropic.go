@@ -17,6 +17,9 @@ func init() {
 
 func anthropicDecode(_ *http.Request, body map[string]any) (*llm.Request, bool, error) {
 	req := &llm.Request{Model: str(body, "model")}
+	if err := checkAnthropicCache(body); err != nil {
+		return nil, false, err
+	}
 	if th := obj(body, "thinking"); th != nil {
 		switch str(th, "type") {
 		case "enabled":
@@ -112,6 +115,7 @@ func anthropicUsage(u llm.Usage) map[string]any {
 		"input_tokens":                u.InputTokens - u.CacheReadTokens - u.CacheWriteTokens,
 		"cache_read_input_tokens":     u.CacheReadTokens,
 		"cache_creation_input_tokens": u.CacheWriteTokens,
+		"cache_creation":              map[string]any{"ephemeral_5m_input_tokens": u.CacheWriteTokens, "ephemeral_1h_input_tokens": 0},
 		"output_tokens":               u.OutputTokens,
 	}
 }
@@ -210,9 +214,13 @@ func anthropicStream(w *sse, reply scripted.Reply, r *http.Request, _ map[string
 	if failed() {
 		return
 	}
+	// Like the API, message_delta repeats the cumulative input and cache
+	// counts next to the final output count.
+	finalUsage := anthropicUsage(resp.Usage)
+	delete(finalUsage, "cache_creation")
 	w.event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": anthropicStop(resp), "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": resp.Usage.OutputTokens}})
+		"usage": finalUsage})
 	w.event("message_stop", map[string]any{"type": "message_stop"})
 }
 

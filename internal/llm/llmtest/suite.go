@@ -35,7 +35,15 @@ type Suite struct {
 	// multi-tool conversation (first request: first turn, second: after
 	// the tool results) for protocol-specific assertions.
 	CheckRequest func(t *testing.T, reqs []Request)
+	// CheckCaching, if set, is called with the three recorded requests of
+	// the prompt-caching conversation (sent with Request.CacheKey set to
+	// CacheKey) for protocol-specific assertions: breakpoints, cache keys.
+	CheckCaching func(t *testing.T, reqs []Request)
 }
+
+// CacheKey is the Request.CacheKey of the suite's prompt-caching
+// conversation.
+const CacheKey = "llmtest-session-1"
 
 // ParseScript parses a script or fails t.
 func ParseScript(t testing.TB, yaml string) *scripted.Script {
@@ -131,6 +139,7 @@ func wantKind(t *testing.T, err error, kind llm.ErrorKind) *llm.Error {
 func (s Suite) Run(t *testing.T) {
 	t.Run("multi-tool round trip", func(t *testing.T) { modes(t, s.multiTool) })
 	t.Run("tool error result", func(t *testing.T) { modes(t, s.toolError) })
+	t.Run("prompt caching across turns", func(t *testing.T) { modes(t, s.caching) })
 	t.Run("reasoning effort", func(t *testing.T) { modes(t, s.effort) })
 	t.Run("retry rate limit honours Retry-After", func(t *testing.T) { modes(t, s.retryRateLimit) })
 	t.Run("retry server error", func(t *testing.T) { modes(t, s.retryServer) })
@@ -220,6 +229,79 @@ func (s Suite) multiTool(t *testing.T, stream bool) {
 	}
 	if s.CheckRequest != nil {
 		s.CheckRequest(t, reqs)
+	}
+}
+
+// cachingScript is a three-request conversation whose usage reports cache
+// writes and growing cache reads, as a provider does when each request
+// extends the cached prefix of the one before.
+const cachingScript = `
+turns:
+  - reasoning: "Both tools first."
+    toolCalls:
+      - {id: call_w, name: weather, arguments: {location: Florence}}
+      - {id: call_a, name: add, arguments: {a: 2, b: 3}}
+    usage: {inputTokens: 1500, outputTokens: 40, cacheWriteTokens: 1400}
+  - expect: {lastToolResultContains: "5"}
+    reasoning: "Now Rome."
+    toolCalls:
+      - {id: call_r, name: weather, arguments: {location: Rome}}
+    usage: {inputTokens: 1700, outputTokens: 30, cacheReadTokens: 1400, cacheWriteTokens: 250}
+  - expect: {lastToolResultContains: "Rome"}
+    text: "Florence 40 C, Rome 35 C, 2+3=5."
+    usage: {inputTokens: 1900, outputTokens: 12, cacheReadTokens: 1650, cacheWriteTokens: 200}
+`
+
+// caching runs cachingScript with Request.CacheKey set, checks that the
+// cache token counts of every response reach llm.Usage, and hands the
+// requests to CheckCaching.
+func (s Suite) caching(t *testing.T, stream bool) {
+	srv, c := s.start(t, cachingScript)
+	req := userReq("Weather in Florence and Rome, and 2+3?")
+	req.ReasoningEffort = "high"
+	req.CacheKey = CacheKey
+	want := []llm.Usage{
+		{InputTokens: 1500, OutputTokens: 40, CacheWriteTokens: 1400},
+		{InputTokens: 1700, OutputTokens: 30, CacheReadTokens: 1400, CacheWriteTokens: 250},
+		{InputTokens: 1900, OutputTokens: 12, CacheReadTokens: 1650, CacheWriteTokens: 200},
+	}
+	results := [][]string{{"40 C", "5"}, {"35 C in Rome"}}
+	for i, w := range want {
+		resp, err := call(t.Context(), c, stream, req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		if s.Protocol != Anthropic {
+			// Only Anthropic reports cache writes; the others bill them
+			// as plain input, which InputTokens already includes.
+			w.CacheWriteTokens = 0
+		}
+		if resp.Usage != w {
+			t.Fatalf("request %d: usage = %+v, want %+v", i+1, resp.Usage, w)
+		}
+		if i == len(results) {
+			if !strings.Contains(resp.Text(), "Rome 35 C") {
+				t.Fatalf("final text %q", resp.Text())
+			}
+			break
+		}
+		calls := resp.ToolCalls()
+		if len(calls) != len(results[i]) {
+			t.Fatalf("request %d: tool calls %+v, want %d", i+1, calls, len(results[i]))
+		}
+		tool := llm.Message{Role: llm.RoleTool}
+		for j, tc := range calls {
+			tool.Content = append(tool.Content, llm.ContentPart{Kind: llm.PartToolResult,
+				ToolResult: &llm.ToolResult{CallID: tc.ID, Name: tc.Name, Content: results[i][j]}})
+		}
+		req.Messages = append(req.Messages, resp.Message, tool)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != len(want) {
+		t.Fatalf("server saw %d requests, want %d", len(reqs), len(want))
+	}
+	if s.CheckCaching != nil {
+		s.CheckCaching(t, reqs)
 	}
 }
 

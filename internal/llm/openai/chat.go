@@ -29,6 +29,9 @@ type CompatOptions struct {
 	// NoParallelToolCalls leaves parallel_tool_calls out of the request,
 	// for servers that reject the field.
 	NoParallelToolCalls bool `json:"no_parallel_tool_calls,omitempty"`
+	// NoPromptCacheKey leaves prompt_cache_key (Request.CacheKey) out of
+	// the request, for servers that reject the field.
+	NoPromptCacheKey bool `json:"no_prompt_cache_key,omitempty"`
 }
 
 // CompatClient is the Chat Completions adapter for OpenAI-compatible
@@ -361,6 +364,9 @@ func (c *CompatClient) params(req *llm.Request, stream bool) (sdk.ChatCompletion
 	}
 	if req.MaxOutputTokens > 0 {
 		p.MaxTokens = param.NewOpt(int64(req.MaxOutputTokens))
+	}
+	if req.CacheKey != "" && !opts.NoPromptCacheKey {
+		p.PromptCacheKey = param.NewOpt(req.CacheKey)
 	}
 	if stream {
 		p.StreamOptions = sdk.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)}

@@ -17,6 +17,7 @@ func TestCompatSuite(t *testing.T) {
 		New:          newCompat,
 		SecretEnv:    secretEnv,
 		CheckRequest: checkChatRequests,
+		CheckCaching: checkCacheKey,
 	}.Run(t)
 }
 

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -57,7 +58,8 @@ type Options struct {
 	// Strict sets strict on every function tool (default false, set
 	// explicitly).
 	Strict bool `json:"strict,omitempty"`
-	// PromptCacheKey is sent as prompt_cache_key.
+	// PromptCacheKey is sent as prompt_cache_key in place of
+	// Request.CacheKey.
 	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
 }
 
@@ -403,8 +405,8 @@ func (c *Client) params(req *llm.Request) (responses.ResponseNewParams, error) {
 	if req.MaxOutputTokens > 0 {
 		p.MaxOutputTokens = param.NewOpt(int64(req.MaxOutputTokens))
 	}
-	if opts.PromptCacheKey != "" {
-		p.PromptCacheKey = param.NewOpt(opts.PromptCacheKey)
+	if key := cmp.Or(opts.PromptCacheKey, req.CacheKey); key != "" {
+		p.PromptCacheKey = param.NewOpt(key)
 	}
 	return p, nil
 }

@@ -24,6 +24,7 @@ func TestResponsesSuite(t *testing.T) {
 		New:          newResponses,
 		SecretEnv:    secretEnv,
 		CheckRequest: checkResponsesRequests,
+		CheckCaching: checkCacheKey,
 	}.Run(t)
 }
 
