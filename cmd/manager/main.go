@@ -29,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/controllers/agentsession"
@@ -38,6 +39,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/k8senv"
 	"github.com/agent-operator/agent-operator/internal/pricing"
 	"github.com/agent-operator/agent-operator/internal/runner"
+	"github.com/agent-operator/agent-operator/internal/tracing"
 )
 
 type options struct {
@@ -227,6 +229,22 @@ func run(ctx context.Context, o options) error {
 	}
 	defer pool.Close()
 
+	// Traces are exported only when the standard OTEL_* variables ask for it.
+	otel.SetLogger(ctrl.Log.WithName("otel"))
+	tp, stopTracing, err := tracing.Setup(ctx)
+	if err != nil {
+		return fmt.Errorf("set up tracing: %w", err)
+	}
+	tracer := tracing.NewTracer(tp)
+	defer func() { // after mgr.Start returned: the runner has detached every session
+		tracer.Close() // ends the spans of detached sessions at their last event
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Error(err, "Could not flush traces")
+		}
+	}()
+
 	me := claim.Holder{Install: o.install, Pod: podName()}
 	rec := agentsession.NewReconciler()
 	run, err := runner.New(runner.Options{
@@ -243,8 +261,9 @@ func run(ctx context.Context, o options) error {
 		// The last runner of a pod (an idle, failed or suspended session) closes its exec stream.
 		ReleaseEnv: pool.Release,
 		// Each input that ends Succeeded records (and pushes) the session's change.
-		Changes: &changes.Recorder{Store: pub.ChangesStore(), Secrets: changes.SecretsFrom(mgr.GetAPIReader()), Log: ctrl.Log.WithName("changes")},
-		Prices:  o.prices,
+		Changes:   &changes.Recorder{Store: pub.ChangesStore(), Secrets: changes.SecretsFrom(mgr.GetAPIReader()), Log: ctrl.Log.WithName("changes")},
+		Prices:    o.prices,
+		Observers: []runner.Observer{tracer},
 	})
 	if err != nil {
 		return err

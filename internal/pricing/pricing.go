@@ -8,6 +8,7 @@
 package pricing
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -60,14 +61,32 @@ func ParseAmount(s string) (Amount, error) {
 	return Amount(r.Num().Int64()), nil
 }
 
-// Price is what one model costs per million tokens, as decimal strings in
-// the table's currency. An empty CacheRead or CacheWrite costs what Input
-// costs.
+// Decimal is a decimal number written as a string ("0.30") or a number
+// (0.3, as Helm's --set writes it).
+type Decimal string
+
+// UnmarshalJSON accepts a JSON string or number.
+func (d *Decimal) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*d = Decimal(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("want a decimal such as \"0.30\": %w", err)
+	}
+	*d = Decimal(n.String())
+	return nil
+}
+
+// Price is what one model costs per million tokens in the table's
+// currency. An empty CacheRead or CacheWrite costs what Input costs.
 type Price struct {
-	Input      string `json:"input"`
-	Output     string `json:"output"`
-	CacheRead  string `json:"cacheRead,omitempty"`
-	CacheWrite string `json:"cacheWrite,omitempty"`
+	Input      Decimal `json:"input"`
+	Output     Decimal `json:"output"`
+	CacheRead  Decimal `json:"cacheRead,omitempty"`
+	CacheWrite Decimal `json:"cacheWrite,omitempty"`
 }
 
 // Entry prices the models of a provider whose name matches Model, a
@@ -156,20 +175,20 @@ func parseEntry(e Entry) (entry, error) {
 	}
 	var r rates
 	var err error
-	if r.input, err = ParseAmount(e.Input); err != nil {
+	if r.input, err = ParseAmount(string(e.Input)); err != nil {
 		return entry{}, fmt.Errorf("input: %w", err)
 	}
-	if r.output, err = ParseAmount(e.Output); err != nil {
+	if r.output, err = ParseAmount(string(e.Output)); err != nil {
 		return entry{}, fmt.Errorf("output: %w", err)
 	}
 	r.cacheRead, r.cacheWrite = r.input, r.input
 	if e.CacheRead != "" {
-		if r.cacheRead, err = ParseAmount(e.CacheRead); err != nil {
+		if r.cacheRead, err = ParseAmount(string(e.CacheRead)); err != nil {
 			return entry{}, fmt.Errorf("cacheRead: %w", err)
 		}
 	}
 	if e.CacheWrite != "" {
-		if r.cacheWrite, err = ParseAmount(e.CacheWrite); err != nil {
+		if r.cacheWrite, err = ParseAmount(string(e.CacheWrite)); err != nil {
 			return entry{}, fmt.Errorf("cacheWrite: %w", err)
 		}
 	}

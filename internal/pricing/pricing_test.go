@@ -65,7 +65,7 @@ func TestParseOverridesComeFirstAndKeepDefaults(t *testing.T) {
 asOf: "2026-12-01"
 models:
 - {provider: anthropic, model: claude-sonnet-4-5, input: "0", output: "0"}
-- {provider: openai-compatible, model: "*", input: "0.1", output: "0.2"}
+- {provider: openai-compatible, model: "*", input: 0.1, output: 0.2}
 `))
 	if err != nil {
 		t.Fatal(err)
