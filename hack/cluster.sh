@@ -80,7 +80,8 @@ kubectl_() { "$(bin kubectl)" --kubeconfig "${KUBECONFIG_PATH}" "$@"; }
 require_root() { [ "$(id -u)" -eq 0 ] || die "the local cluster needs root (it runs containerd and the kubelet)"; }
 
 ensure_packages() {
-	apt_install containerd runc containernetworking-plugins iptables conntrack socat openssl curl iproute2 util-linux procps ripgrep
+	apt_install containerd runc containernetworking-plugins iptables conntrack socat openssl curl iproute2 util-linux procps ripgrep \
+		prometheus # promtool: the unit tests check the metrics and alert rules (internal/metrics)
 	[ -x /usr/lib/cni/bridge ] || die "CNI plugins missing in /usr/lib/cni (package containernetworking-plugins)"
 }
 

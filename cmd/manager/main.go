@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nats-io/nats.go"
@@ -37,6 +38,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/k8senv"
+	"github.com/agent-operator/agent-operator/internal/metrics"
 	"github.com/agent-operator/agent-operator/internal/pricing"
 	"github.com/agent-operator/agent-operator/internal/runner"
 	"github.com/agent-operator/agent-operator/internal/tracing"
@@ -245,6 +247,15 @@ func run(ctx context.Context, o options) error {
 		}
 	}()
 
+	// Metrics in controller-runtime's registry, served on --metrics-bind-address.
+	metricsRec, err := metrics.New(ctrlmetrics.Registry, o.prices)
+	if err != nil {
+		return err
+	}
+	if err := metricsRec.CollectSessions(sessionPhases(mgr.GetCache())); err != nil {
+		return err
+	}
+
 	me := claim.Holder{Install: o.install, Pod: podName()}
 	rec := agentsession.NewReconciler()
 	run, err := runner.New(runner.Options{
@@ -261,9 +272,10 @@ func run(ctx context.Context, o options) error {
 		// The last runner of a pod (an idle, failed or suspended session) closes its exec stream.
 		ReleaseEnv: pool.Release,
 		// Each input that ends Succeeded records (and pushes) the session's change.
-		Changes:   &changes.Recorder{Store: pub.ChangesStore(), Secrets: changes.SecretsFrom(mgr.GetAPIReader()), Log: ctrl.Log.WithName("changes")},
-		Prices:    o.prices,
-		Observers: []runner.Observer{tracer},
+		Changes:      &changes.Recorder{Store: pub.ChangesStore(), Secrets: changes.SecretsFrom(mgr.GetAPIReader()), Log: ctrl.Log.WithName("changes")},
+		Prices:       o.prices,
+		Observers:    []runner.Observer{tracer, metricsRec},
+		JournalState: metricsRec.SetJournalAvailable,
 	})
 	if err != nil {
 		return err
@@ -279,6 +291,7 @@ func run(ctx context.Context, o options) error {
 	rec.MaxConcurrentReconciles = o.reconcilers
 	rec.Claims = &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetClient(), Me: me, Duration: o.claimDuration}
 	rec.Class = o.sessionClass
+	rec.Metrics = metricsRec
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -353,5 +366,30 @@ func natsReady(nc *nats.Conn) healthz.Checker {
 			return errors.New("nats is not connected")
 		}
 		return nil
+	}
+}
+
+// sessionPhases lists the sessions' phases from the manager's informer
+// cache for the sessions-by-phase gauges; Since is when the Ready condition
+// last changed, or the creation for a session without one.
+func sessionPhases(c client.Reader) metrics.SessionLister {
+	return func() ([]metrics.SessionPhase, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var list agentsv1.AgentSessionList
+		if err := c.List(ctx, &list); err != nil {
+			return nil, err
+		}
+		out := make([]metrics.SessionPhase, 0, len(list.Items))
+		for _, s := range list.Items {
+			since := s.CreationTimestamp.Time
+			for _, c := range s.Status.Conditions {
+				if c.Type == agentsv1.ConditionReady {
+					since = c.LastTransitionTime.Time
+				}
+			}
+			out = append(out, metrics.SessionPhase{Namespace: s.Namespace, Phase: string(s.Status.Phase), Since: since})
+		}
+		return out, nil
 	}
 }

@@ -78,6 +78,8 @@ type Reconciler struct {
 	// two workers at once; across sessions the quota orders sessions by
 	// creation and warm pod claims are optimistic, so both hold with more.
 	MaxConcurrentReconciles int
+	// Metrics, if set, counts the sessions that end.
+	Metrics EndRecorder
 
 	pools *pools
 
@@ -628,6 +630,26 @@ func (r *Reconciler) recordTransition(old, s *agentsv1.AgentSession) {
 		note += ": " + truncate(s.Status.Error, 512)
 	}
 	r.Recorder.Eventf(s, nil, kind, string(s.Status.Phase), "Transition", "%s", note)
+	if r.Metrics != nil && s.Status.Phase.IsFinal() {
+		end := r.Now()
+		if t := s.Status.CompletionTime; t != nil {
+			end = t.Time
+		}
+		r.Metrics.SessionEnded(s.Namespace, string(s.Status.Phase), completedReason(s), end.Sub(s.CreationTimestamp.Time))
+	}
+}
+
+// EndRecorder counts the sessions that ended (the sessions_ended metric).
+type EndRecorder interface {
+	SessionEnded(namespace, phase, reason string, duration time.Duration)
+}
+
+// completedReason is the reason of the Completed condition: why the session ended.
+func completedReason(s *agentsv1.AgentSession) string {
+	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1.ConditionCompleted); c != nil {
+		return c.Reason
+	}
+	return ""
 }
 
 // loopStarted reports whether the agent loop ever ran in this session's pod.

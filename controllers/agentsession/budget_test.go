@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -140,13 +139,4 @@ func TestTreeBudgetStopsTheTree(t *testing.T) {
 			}
 		})
 	}
-}
-
-// completedReason is the reason of the Completed condition (why the session
-// ended), or empty.
-func completedReason(s *agentsv1.AgentSession) string {
-	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1.ConditionCompleted); c != nil {
-		return c.Reason
-	}
-	return ""
 }

@@ -84,6 +84,9 @@ type Options struct {
 	Observers []Observer
 	// Prices turns usage into cost (default pricing.Default()).
 	Prices *pricing.Table
+	// JournalState, if set, is told each time a session's journal becomes
+	// available or unavailable (the journal_available metric).
+	JournalState func(available bool)
 }
 
 // DefaultMaxConcurrentRestores is the default of Options.MaxConcurrentRestores.

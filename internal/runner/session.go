@@ -379,6 +379,9 @@ func (s *session) journalState(available bool, err error) {
 		s.prog.JournalError = err.Error()
 	}
 	s.mu.Unlock()
+	if f := s.r.opts.JournalState; f != nil {
+		f(available)
+	}
 	s.notify(true)
 }
 
