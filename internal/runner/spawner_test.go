@@ -21,8 +21,8 @@ import (
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/budget"
-	"github.com/agent-operator/agent-operator/internal/pricing"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
+	"github.com/agent-operator/agent-operator/internal/pricing"
 	"github.com/agent-operator/agent-operator/internal/testenv"
 )
 

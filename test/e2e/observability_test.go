@@ -71,7 +71,7 @@ var _ = Describe("metrics in a real Prometheus", Ordered, Label("observability")
 			`sum(agent_operator_llm_tokens_total{` + sel + `,kind="output"})`: float64(final.Status.Usage.Output),
 			`sum(agent_operator_turns_total{` + sel + `})`:                    float64(final.Status.Turns),
 			// The install runs this one session: every tool call is its.
-			`sum(agent_operator_tool_calls_total)`:                 float64(final.Status.ToolCalls),
+			`sum(agent_operator_tool_calls_total)`:                  float64(final.Status.ToolCalls),
 			`sum(agent_operator_tool_calls_total{outcome="error"})`: 1,
 		}
 		cost, err := pricing.ParseAmount(final.Status.Cost)
