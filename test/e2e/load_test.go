@@ -235,6 +235,7 @@ var _ = Describe("load: many concurrent scripted sessions", Ordered, Label("load
 			{"manager CPU", fmt.Sprintf("%.1f s", cpu)},
 			{"API server requests (whole cluster)", fmt.Sprint(requestsAfter.total() - requestsBefore.total())},
 			{"of them on agentsessions", requestsAfter.sub(requestsBefore).agentSessions()},
+			{"agent_operator_* metric series, after 1 session / after all", fmt.Sprintf("%d / %d", before.series("agent_operator_"), after.series("agent_operator_"))},
 		}
 		var table strings.Builder
 		tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
@@ -248,6 +249,10 @@ var _ = Describe("load: many concurrent scripted sessions", Ordered, Label("load
 		// Latencies are reported above, never asserted (they depend on the machine's load);
 		// responsiveness is asserted by the probe session above reaching Succeeded under load.
 		Expect(reconcile.count).To(BeNumerically(">=", n), "every session was reconciled")
+		// Metric labels are bounded: n sessions in one namespace add no series per session
+		// (only label values first seen under load, such as a phase or a histogram's tool).
+		Expect(after.series("agent_operator_")).To(BeNumerically("<=", before.series("agent_operator_")+100),
+			"the operator's metric series grow with the number of sessions")
 
 		start = time.Now()
 		Expect(deleteAllSessions(ctx, ns)).To(Succeed())
@@ -402,6 +407,17 @@ func scrapeManager(ctx context.Context, ns, pod string) (managerMetrics, error) 
 		m = append(m, s)
 	}
 	return m, nil
+}
+
+// series counts the samples whose name starts with prefix (each is one series).
+func (m managerMetrics) series(prefix string) int {
+	n := 0
+	for _, s := range m {
+		if strings.HasPrefix(s.name, prefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // sum adds up the samples named name whose labels include the label/value pairs of match.
