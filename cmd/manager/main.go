@@ -225,7 +225,13 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("new manager: %w", err)
 	}
-	pool, err := k8senv.NewPool(k8senv.Config{REST: mgr.GetConfig(), Log: ctrl.Log.WithName("k8senv")})
+	// Metrics in controller-runtime's registry, served on --metrics-bind-address.
+	metricsRec, err := metrics.New(ctrlmetrics.Registry, o.prices)
+	if err != nil {
+		return err
+	}
+	pool, err := k8senv.NewPool(k8senv.Config{REST: mgr.GetConfig(), Log: ctrl.Log.WithName("k8senv"),
+		OnReconnect: metricsRec.ExecStreamReconnected})
 	if err != nil {
 		return fmt.Errorf("new exec pool: %w", err)
 	}
@@ -247,11 +253,6 @@ func run(ctx context.Context, o options) error {
 		}
 	}()
 
-	// Metrics in controller-runtime's registry, served on --metrics-bind-address.
-	metricsRec, err := metrics.New(ctrlmetrics.Registry, o.prices)
-	if err != nil {
-		return err
-	}
 	if err := metricsRec.CollectSessions(sessionPhases(mgr.GetCache())); err != nil {
 		return err
 	}
@@ -276,6 +277,7 @@ func run(ctx context.Context, o options) error {
 		Prices:       o.prices,
 		Observers:    []runner.Observer{tracer, metricsRec},
 		JournalState: metricsRec.SetJournalAvailable,
+		LLMRetries:   metricsRec.LLMRetryHook,
 	})
 	if err != nil {
 		return err

@@ -78,8 +78,8 @@ type Reconciler struct {
 	// two workers at once; across sessions the quota orders sessions by
 	// creation and warm pod claims are optimistic, so both hold with more.
 	MaxConcurrentReconciles int
-	// Metrics, if set, counts the sessions that end.
-	Metrics EndRecorder
+	// Metrics, if set, records ended sessions and the warm pools.
+	Metrics MetricsRecorder
 
 	pools *pools
 
@@ -132,7 +132,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.pools = pools
 	if len(r.WarmPools) > 0 {
-		pr := &PoolReconciler{Client: r.Client, pools: pools}
+		pr := &PoolReconciler{Client: r.Client, pools: pools, metrics: r.Metrics}
 		if err := pr.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setup warm pool controller: %w", err)
 		}
@@ -639,9 +639,12 @@ func (r *Reconciler) recordTransition(old, s *agentsv1.AgentSession) {
 	}
 }
 
-// EndRecorder counts the sessions that ended (the sessions_ended metric).
-type EndRecorder interface {
+// MetricsRecorder records what the controller sees: the sessions that
+// ended, warm-pool claims and the warm pools' size (internal/metrics).
+type MetricsRecorder interface {
 	SessionEnded(namespace, phase, reason string, duration time.Duration)
+	WarmPoolClaim(namespace string, claimed bool)
+	SetWarmPoolPods(namespace string, n int)
 }
 
 // completedReason is the reason of the Completed condition: why the session ended.

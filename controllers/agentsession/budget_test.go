@@ -5,13 +5,57 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/metrics"
 	"github.com/agent-operator/agent-operator/internal/pricing"
 )
+
+// suiteRegistry holds the metrics of the suite's controller (suiteMetrics,
+// a real metrics.Recorder), read by metricSum.
+var (
+	suiteRegistry = prometheus.NewRegistry()
+	suiteMetrics  *metrics.Recorder
+)
+
+// metricSum is the sum of the samples of the suite's metric name whose
+// labels include every pair of match.
+func metricSum(t *testing.T, name string, match map[string]string) float64 {
+	t.Helper()
+	families, err := suiteRegistry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, fam := range families {
+		if fam.GetName() != name {
+			continue
+		}
+	sample:
+		for _, m := range fam.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range match {
+				if labels[k] != v {
+					continue sample
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
 
 // suitePrices prices the scripted model "priced" at $1 per million input
 // and $2 per million output tokens, so cost can be tested without a
@@ -137,6 +181,13 @@ func TestTreeBudgetStopsTheTree(t *testing.T) {
 			if err := tc.overTokens(getSession(t, ns, root), tree, cost); err != nil {
 				t.Error(err)
 			}
+			// The root's end is counted once in the sessions_ended metric, with its reason.
+			eventually(t, "the root's end counted", func() error {
+				if n := metricSum(t, "agent_operator_sessions_ended_total", map[string]string{"namespace": ns, "phase": "Failed", "reason": tc.reason}); n < 1 {
+					return fmt.Errorf("sessions_ended_total{reason=%s} = %v", tc.reason, n)
+				}
+				return nil
+			})
 		})
 	}
 }

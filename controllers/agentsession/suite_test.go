@@ -21,6 +21,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/loop/localenv"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
+	"github.com/agent-operator/agent-operator/internal/metrics"
 	"github.com/agent-operator/agent-operator/internal/runner"
 	"github.com/agent-operator/agent-operator/internal/testenv"
 )
@@ -170,6 +171,12 @@ func startManager(cfg *rest.Config) (func(), error) {
 		cancel()
 		return nil, err
 	}
+	suiteMetrics, err = metrics.New(suiteRegistry, suitePrices)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	rec.Metrics = suiteMetrics
 	rec.Client = mgr.GetClient()
 	rec.Scheme = mgr.GetScheme()
 	rec.Recorder = mgr.GetEventRecorder("agent-operator")

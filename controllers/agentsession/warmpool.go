@@ -162,9 +162,15 @@ func (r *Reconciler) claimPod(ctx context.Context, s *agentsv1.AgentSession) (*c
 			return nil, fmt.Errorf("claim warm pod %s: %w", pod.Name, err)
 		}
 		r.pools.claimed.Store(s.UID, pod.Name)
+		if r.Metrics != nil {
+			r.Metrics.WarmPoolClaim(s.Namespace, true)
+		}
 		ctrl.LoggerFrom(ctx).Info("Claimed warm workspace pod", "pod", klog.KObj(pod))
 		r.Recorder.Eventf(s, pod, corev1.EventTypeNormal, agentsv1.ReasonPodCreated, "ClaimPod", "Claimed warm workspace pod %s", pod.Name)
 		return pod, nil
+	}
+	if r.Metrics != nil {
+		r.Metrics.WarmPoolClaim(s.Namespace, false)
 	}
 	return nil, nil
 }
@@ -222,9 +228,10 @@ func (p *pools) forget(uid types.UID) {
 // when one of them changes (a claim removes the pool label, which counts as a
 // change) and once at start.
 type PoolReconciler struct {
-	Client client.Client
-	pools  *pools
-	start  chan event.TypedGenericEvent[*corev1.Pod]
+	Client  client.Client
+	pools   *pools
+	start   chan event.TypedGenericEvent[*corev1.Pod]
+	metrics MetricsRecorder // nil: none
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;delete
@@ -254,6 +261,9 @@ func (p *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		default:
 			keep = append(keep, pod)
 		}
+	}
+	if p.metrics != nil && pl != nil {
+		p.metrics.SetWarmPoolPods(pl.Namespace, len(keep)) // ready or starting, unclaimed
 	}
 	for n := len(keep); pl != nil && n < size; n++ {
 		pod := &corev1.Pod{

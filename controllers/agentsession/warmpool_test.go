@@ -181,7 +181,17 @@ func TestWarmPoolPodsAreClaimedAtomicallyAndReplaced(t *testing.T) {
 		}
 	}
 
+	// Both claims are counted, and the pool's size is reported.
+	if n := metricSum(t, "agent_operator_warm_pool_claims_total", map[string]string{"namespace": warmPoolNamespace, "result": "claimed"}); n < 2 {
+		t.Errorf("warm_pool_claims_total{result=claimed} = %v, want at least 2", n)
+	}
 	refilled := readyPoolPods(t, warmPoolSize)
+	eventually(t, "warm_pool_pods reports the refilled pool", func() error {
+		if n := metricSum(t, "agent_operator_warm_pool_pods", map[string]string{"namespace": warmPoolNamespace}); n != warmPoolSize {
+			return fmt.Errorf("warm_pool_pods = %v, want %d", n, warmPoolSize)
+		}
+		return nil
+	})
 	for _, name := range refilled {
 		if claimed[name] {
 			t.Fatalf("claimed pod %s is still in the pool", name)

@@ -101,6 +101,9 @@ type Config struct {
 	StallTimeout time.Duration
 	// Log receives stream lifecycle events.
 	Log logr.Logger
+	// OnReconnect, if set, is called with the pod's namespace each time a
+	// stream that had broken was opened again.
+	OnReconnect func(namespace string)
 }
 
 // Pool shares exec streams between environments using the same pod. It is
@@ -241,9 +244,13 @@ func (pc *podConn) get(ctx context.Context) (*executor.Client, error) {
 		c.Close()
 		return nil, fmt.Errorf("%s: %w", pc.target.key(), executor.ErrStreamClosed)
 	}
+	broken := pc.client != nil
 	pc.client = c
 	pc.hello = c.ServerInfo()
 	pc.mu.Unlock()
+	if f := pc.pool.cfg.OnReconnect; broken && f != nil {
+		f(pc.target.Namespace)
+	}
 	return c, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/llm"
 	"github.com/agent-operator/agent-operator/internal/llm/anthropic"
 	"github.com/agent-operator/agent-operator/internal/llm/gemini"
 	"github.com/agent-operator/agent-operator/internal/llm/openai"
@@ -32,6 +34,9 @@ type ClientConfig struct {
 	APIKey string
 	// Script is set for the scripted provider.
 	Script *scripted.Script
+	// OnRetry, if set, is told of each attempt the client makes again
+	// (llm.RetryPolicy.OnRetry; the llm_client_retries metric).
+	OnRetry func(attempt int, err error, wait time.Duration)
 }
 
 // ClientFactory builds the LLM client of a session.
@@ -63,9 +68,14 @@ var ErrJournalLost = errors.New("the journal of this session is empty")
 // ProviderClients is the ClientFactory of the manager: provider.New with the
 // session's provider, model, base URL, key and script.
 func ProviderClients(_ context.Context, cfg ClientConfig) (loop.Client, error) {
-	c, err := provider.New(provider.Config{
+	pc := provider.Config{
 		Provider: cfg.Provider, Model: cfg.Model, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Script: cfg.Script,
-	})
+	}
+	if cfg.OnRetry != nil {
+		pc.Retry = llm.DefaultRetryPolicy()
+		pc.Retry.OnRetry = cfg.OnRetry
+	}
+	c, err := provider.New(pc)
 	if err != nil {
 		return nil, fmt.Errorf("new llm client: %w", err)
 	}

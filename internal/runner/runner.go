@@ -87,6 +87,9 @@ type Options struct {
 	// JournalState, if set, is told each time a session's journal becomes
 	// available or unavailable (the journal_available metric).
 	JournalState func(available bool)
+	// LLMRetries, if set, returns the OnRetry hook of a provider's clients
+	// (metrics.Recorder.LLMRetryHook).
+	LLMRetries func(provider string) func(attempt int, err error, wait time.Duration)
 }
 
 // DefaultMaxConcurrentRestores is the default of Options.MaxConcurrentRestores.

@@ -277,6 +277,9 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if f := s.r.opts.LLMRetries; f != nil {
+		cc.OnRetry = f(cc.Provider)
+	}
 	llmc, err := s.r.opts.Clients(ctx, cc)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
