@@ -41,6 +41,10 @@ const (
 	// ReasonWorkspaceOOMKilled: the workspace container was killed for exceeding its memory
 	// limit (on cgroup v2 nodes the kernel kills the whole container), and the emptyDir with it.
 	ReasonWorkspaceOOMKilled = "WorkspaceOOMKilled"
+	// ReasonWorkspaceInitFailed: an init container of the workspace pod (the executor copy or
+	// the git clone of spec.workspace.git) failed, so the pod never started; the message has
+	// its exit code and the end of its log.
+	ReasonWorkspaceInitFailed = "WorkspaceInitFailed"
 	// ReasonWorkspaceRecreated: the pod was lost; its PVC is kept and a new pod was created.
 	ReasonWorkspaceRecreated = "WorkspaceRecreated"
 	// ReasonWorkspaceReleased: the session finished and its pod was deleted.

@@ -442,6 +442,14 @@ func (r *Reconciler) stopRunner(uid types.UID, stop func(types.UID)) ctrl.Result
 // the pod recreated and the session resumes from its journal.
 func (r *Reconciler) workspaceLost(ctx context.Context, s *agentsv1.AgentSession, pod *corev1.Pod, obs observation) (observation, ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
+	if msg, ok := initFailure(pod); ok {
+		// The pod never started: a new one would fail the same way (a clone
+		// with wrong credentials, an unreachable repository).
+		obs.lost, obs.initFailure = agentsv1.ReasonWorkspaceInitFailed, msg
+		log.Info("Workspace pod could not start; failing the session", "pod", klog.KRef(s.Namespace, podName(s)), "failure", msg)
+		r.Runner.Abort(s.UID)
+		return obs, ctrl.Result{}, nil
+	}
 	if s.Spec.Workspace.Volume.PersistentVolumeClaim == nil || sharedWorkspace(s) {
 		obs.lost = agentsv1.ReasonWorkspaceLost
 		if limit, ok := oomKilled(pod); ok {

@@ -1,6 +1,10 @@
 package agentsession
 
 import (
+	"fmt"
+	"regexp"
+	"strings"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -241,6 +245,8 @@ func gitCloneContainer(g *agentsv1.GitSource, image string, pull corev1.PullPoli
 		Image:           image,
 		ImagePullPolicy: pull,
 		Command:         []string{"/bin/sh", "-c", gitCloneScript},
+		// A failed clone's last log lines reach status (initFailure).
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Env: []corev1.EnvVar{
 			{Name: "GIT_REPOSITORY", Value: g.Repository},
 			{Name: "GIT_REF", Value: g.Ref},
@@ -296,6 +302,30 @@ func podReady(pod *corev1.Pod) bool {
 func podGone(pod *corev1.Pod) bool {
 	return pod != nil && (pod.DeletionTimestamp != nil ||
 		pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded)
+}
+
+// urlUserinfo matches the user:password@ of a URL in a message.
+var urlUserinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@`)
+
+// initFailure reports the init container of pod that failed, if one did:
+// its name, exit code and the end of its log (the kubelet's termination
+// message, FallbackToLogsOnError), without any credentials in URLs.
+func initFailure(pod *corev1.Pod) (string, bool) {
+	if pod == nil {
+		return "", false
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		t := cs.State.Terminated
+		if t == nil || t.ExitCode == 0 {
+			continue
+		}
+		msg := fmt.Sprintf("init container %s exited with code %d", cs.Name, t.ExitCode)
+		if tail := strings.TrimSpace(t.Message); tail != "" {
+			msg += ": " + truncate(urlUserinfo.ReplaceAllString(tail, "${1}***@"), 1024)
+		}
+		return msg, true
+	}
+	return "", false
 }
 
 // oomKilled reports whether the kernel killed the workspace container for

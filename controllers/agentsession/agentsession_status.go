@@ -24,6 +24,8 @@ type observation struct {
 	lost string
 	// memoryLimit is the workspace container's memory limit, for the OOM message.
 	memoryLimit string
+	// initFailure says which init container failed and how (WorkspaceInitFailed).
+	initFailure string
 	// recreated is set when a lost pod on a PVC is being replaced.
 	recreated bool
 	// progress is the runner's view, nil when no runner exists.
@@ -68,8 +70,11 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 	}
 	st.TreeCost = treeCost(st.Cost, st.Children)
 	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1.ConditionWorkspaceReady); c != nil &&
-		(c.Reason == agentsv1.ReasonWorkspaceLost || c.Reason == agentsv1.ReasonWorkspaceOOMKilled) && s.Status.Phase.IsFinal() {
+		(c.Reason == agentsv1.ReasonWorkspaceLost || c.Reason == agentsv1.ReasonWorkspaceOOMKilled || c.Reason == agentsv1.ReasonWorkspaceInitFailed) && s.Status.Phase.IsFinal() {
 		obs.lost = c.Reason // keep saying why the session failed
+		if c.Reason == agentsv1.ReasonWorkspaceInitFailed && obs.initFailure == "" {
+			obs.initFailure = c.Message
+		}
 	}
 
 	phase, reason, msg := decidePhase(s, obs)
@@ -201,6 +206,8 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 	}
 	p := obs.progress
 	switch {
+	case obs.lost == agentsv1.ReasonWorkspaceInitFailed:
+		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceInitFailed, "the workspace pod could not start: " + obs.initFailure
 	case obs.lost == agentsv1.ReasonWorkspaceOOMKilled:
 		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceOOMKilled,
 			"the workspace container exceeded its memory limit (" + obs.memoryLimit + ") and was killed with everything " +
@@ -240,6 +247,8 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 func workspaceCondition(obs observation) metav1.Condition {
 	c := metav1.Condition{Type: agentsv1.ConditionWorkspaceReady, Status: metav1.ConditionFalse}
 	switch {
+	case obs.lost == agentsv1.ReasonWorkspaceInitFailed:
+		c.Reason, c.Message = agentsv1.ReasonWorkspaceInitFailed, obs.initFailure
 	case obs.lost == agentsv1.ReasonWorkspaceOOMKilled:
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceOOMKilled, "the workspace container was killed for exceeding its memory limit"
 	case obs.lost != "":

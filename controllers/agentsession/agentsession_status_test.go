@@ -57,6 +57,8 @@ func TestComputeStatus(t *testing.T) {
 		{"emptyDir pod lost wins over the runner's abort", running, false, observation{lost: agentsv1.ReasonWorkspaceLost, progress: &runner.Progress{
 			Phase: agentsv1.PhaseAborted, Reason: agentsv1.ReasonAborted}},
 			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceLost, metav1.ConditionTrue, agentsv1.ReasonWorkspaceLost},
+		{"an init container failed", running, false, observation{lost: agentsv1.ReasonWorkspaceInitFailed, initFailure: "init container git-clone exited with code 128"},
+			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceInitFailed, metav1.ConditionTrue, agentsv1.ReasonWorkspaceInitFailed},
 		{"workspace container OOM-killed", running, false, observation{lost: agentsv1.ReasonWorkspaceOOMKilled, memoryLimit: "256Mi"},
 			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceOOMKilled, metav1.ConditionTrue, agentsv1.ReasonWorkspaceOOMKilled},
 		{"failed by OOM kill keeps saying so", agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseFailed, Conditions: []metav1.Condition{
@@ -137,6 +139,39 @@ func TestOOMKilled(t *testing.T) {
 			limit, ok := oomKilled(tc.pod)
 			if ok != tc.want || limit != tc.wantLimit {
 				t.Errorf("oomKilled = %q, %v; want %q, %v", limit, ok, tc.wantLimit, tc.want)
+			}
+		})
+	}
+}
+
+// A failed init container (a clone with wrong credentials) is named in
+// status with its exit code and the end of its log, credentials in URLs
+// masked.
+func TestInitFailure(t *testing.T) {
+	pod := func(statuses ...corev1.ContainerStatus) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: statuses}}
+	}
+	exited := func(name string, code int32, msg string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}}}
+	}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+		ok   bool
+	}{
+		{"no pod", nil, "", false},
+		{"init containers succeeded", pod(exited("install-executor", 0, ""), exited("git-clone", 0, "")), "", false},
+		{"clone failed", pod(exited("install-executor", 0, ""), exited("git-clone", 128,
+			"Cloning into '/workspace'...\nfatal: Authentication failed for 'http://e2e:s3cret@10.96.0.7:8080/demo.git/'\n")),
+			"init container git-clone exited with code 128: Cloning into '/workspace'...\nfatal: Authentication failed for 'http://***@10.96.0.7:8080/demo.git/'", true},
+		{"no message", pod(exited("install-executor", 1, "")), "init container install-executor exited with code 1", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := initFailure(tc.pod)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("initFailure = %q, %v; want %q, %v", got, ok, tc.want, tc.ok)
 			}
 		})
 	}
