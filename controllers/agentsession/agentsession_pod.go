@@ -141,7 +141,7 @@ func buildPod(s *agentsv1.AgentSession, img Images) *corev1.Pod {
 		{Name: volAgentBin, MountPath: agentBinDir, ReadOnly: true},
 		{Name: volTmp, MountPath: "/tmp"},
 	}
-	env := append([]corev1.EnvVar{{Name: "HOME", Value: workspaceDir}}, ws.Env...)
+	env := append(append([]corev1.EnvVar{{Name: "HOME", Value: workspaceDir}}, gitSafeDirectory()...), ws.Env...)
 	initContainers := []corev1.Container{{
 		Name:            "install-executor",
 		Image:           img.Executor,
@@ -236,6 +236,20 @@ cd /workspace
 git checkout ${GIT_REF:+"$GIT_REF"}
 `
 
+// gitSafeDirectory is git configuration, in the command scope git trusts
+// for it, that lets git work in /workspace: the volume's mount point is
+// owned by root and the workspace runs as another user, so git would refuse
+// the repository as of "dubious ownership" (the clone, the agent's git
+// commands, the change recording). The user's own env entries come after
+// these and may replace them.
+func gitSafeDirectory() []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "GIT_CONFIG_COUNT", Value: "1"},
+		{Name: "GIT_CONFIG_KEY_0", Value: "safe.directory"},
+		{Name: "GIT_CONFIG_VALUE_0", Value: workspaceDir},
+	}
+}
+
 // gitCloneContainer clones spec.workspace.git with the workspace image (which
 // must provide sh and git); the credentials Secret is mounted into this init
 // container only.
@@ -247,11 +261,11 @@ func gitCloneContainer(g *agentsv1.GitSource, image string, pull corev1.PullPoli
 		Command:         []string{"/bin/sh", "-c", gitCloneScript},
 		// A failed clone's last log lines reach status (initFailure).
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		Env: []corev1.EnvVar{
+		Env: append([]corev1.EnvVar{
 			{Name: "GIT_REPOSITORY", Value: g.Repository},
 			{Name: "GIT_REF", Value: g.Ref},
 			{Name: "HOME", Value: "/tmp"},
-		},
+		}, gitSafeDirectory()...),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: volWorkspace, MountPath: workspaceDir},
 			{Name: volTmp, MountPath: "/tmp"},

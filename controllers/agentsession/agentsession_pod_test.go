@@ -101,6 +101,28 @@ func TestBuildPod(t *testing.T) {
 			if !mounted(pod.Spec.InitContainers[1]) || mounted(pod.Spec.InitContainers[0]) || mounted(pod.Spec.Containers[0]) {
 				t.Error("git credentials must be mounted into the clone container only")
 			}
+			if p := pod.Spec.InitContainers[1].TerminationMessagePolicy; p != corev1.TerminationMessageFallbackToLogsOnError {
+				t.Errorf("clone termination message policy %q: a failed clone's log must reach status", p)
+			}
+		}},
+		{"git trusts /workspace in the clone and the workspace, the user's env last", func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Git = &agentsv1.GitSource{Repository: "https://example.com/r.git"}
+			s.Spec.Workspace.Env = []corev1.EnvVar{{Name: "GIT_CONFIG_COUNT", Value: "0"}}
+		}, func(t *testing.T, pod *corev1.Pod) {
+			for _, c := range []corev1.Container{pod.Spec.InitContainers[1], pod.Spec.Containers[0]} {
+				env := map[string]string{}
+				var order []string
+				for _, e := range c.Env {
+					env[e.Name] = e.Value
+					order = append(order, e.Name)
+				}
+				if env["GIT_CONFIG_KEY_0"] != "safe.directory" || env["GIT_CONFIG_VALUE_0"] != "/workspace" {
+					t.Errorf("%s env %v: git would refuse /workspace (dubious ownership)", c.Name, env)
+				}
+				if c.Name == "workspace" && order[len(order)-1] != "GIT_CONFIG_COUNT" {
+					t.Errorf("the user's env must come last (it may replace ours): %v", order)
+				}
+			}
 		}},
 	}
 	for _, tc := range cases {

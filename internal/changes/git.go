@@ -35,6 +35,9 @@ var gitOptions = []string{
 	"-c", "diff.mnemonicPrefix=false",
 	"-c", "diff.relative=false",
 	"-c", "core.quotePath=true",
+	// The workspace's mount point is owned by root, the workspace user is
+	// not: without this git refuses the repository ("dubious ownership").
+	"-c", "safe.directory=*",
 }
 
 // repo runs git in the workspace of one session.
