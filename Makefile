@@ -35,11 +35,8 @@ IMAGES_OUT ?= $(CURDIR)/_output/images
 export IMAGES_OUT
 # CI runs every test afresh rather than trusting cached results.
 UNIT_FLAGS ?= -timeout 30m $(if $(CI),-count=1)
-# The specs labelled bench measure rather than test; `make bench` runs them. The specs labelled
-# changes (issue 17) are quarantined: on the local cluster the workspace pod of a session that
-# clones from the in-cluster git server dies before the agent starts (README, Status); run them
-# with `make e2e E2E_FLAGS="... -ginkgo.label-filter=changes"` while that is open.
-E2E_FLAGS ?= -count=1 -timeout 60m -v -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='!bench && !changes'
+# The specs labelled bench measure rather than test; `make bench` runs them.
+E2E_FLAGS ?= -count=1 -timeout 60m -v -ginkgo.v -ginkgo.no-color -ginkgo.label-filter='!bench'
 
 ##@ Aggregates
 

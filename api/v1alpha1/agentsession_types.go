@@ -421,6 +421,75 @@ type ToolsSpec struct {
 	// command line). Unset allows every call. Immutable.
 	// +optional
 	Policy *ToolPolicy `json:"policy,omitempty"`
+
+	// mcpServers are remote MCP servers (streamable HTTP) the manager connects to when the
+	// session starts; each allowed tool of a server is offered to the model as
+	// mcp__<server>__<tool>. A server that cannot be reached leaves the session running
+	// without its tools (reported as a WARNING event).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	MCPServers []MCPServer `json:"mcpServers,omitempty"`
+}
+
+// MCPServer is a remote MCP server reached over streamable HTTP from the manager.
+type MCPServer struct {
+	// name identifies the server in tool names (mcp__<name>__<tool>): lowercase letters,
+	// digits and '-', starting and ending with a letter or digit.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// url is the server's streamable HTTP endpoint (http or https).
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="spec.tools.mcpServers[].url must be an http or https URL"
+	URL string `json:"url"`
+
+	// headersSecretRef names a Secret of the session's namespace whose keys and values are
+	// sent as HTTP headers on every request to the server (e.g. Authorization). Only the
+	// manager reads it: the values never reach the workspace pod, events, status or logs.
+	// The Secret must be labelled agent-operator.dev/mcp-headers: "true"; its optional
+	// annotation agent-operator.dev/allowed-base-urls limits the URLs it may be sent to.
+	// +optional
+	HeadersSecretRef *MCPHeadersSecretRef `json:"headersSecretRef,omitempty"`
+
+	// timeout bounds connecting to the server and each tool call, e.g. 30s. Default 30s.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.tools.mcpServers[].timeout must be a positive duration such as 30s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// allowedTools are path.Match wildcards over the server's tool names (e.g. "get_*");
+	// when set, only matching tools are offered. Empty offers every tool.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	AllowedTools []string `json:"allowedTools,omitempty"`
+
+	// deniedTools are path.Match wildcards over the server's tool names; a matching tool
+	// is never offered, even when allowedTools matches it too.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	DeniedTools []string `json:"deniedTools,omitempty"`
+}
+
+// MCPHeadersSecretRef names the Secret holding an MCP server's HTTP headers.
+type MCPHeadersSecretRef struct {
+	// name of the Secret in the session's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // WorkspaceSpec describes the workspace pod.

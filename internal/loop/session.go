@@ -93,6 +93,8 @@ type options struct {
 	restoreOn bool
 	pause     bool
 	files     *FileViews
+	// extraTools are the tools of WithExtraTools (extratools.go).
+	extraTools []tool.Registered
 
 	compactClient Client
 }
@@ -210,6 +212,9 @@ func New(profile Profile, env tool.ExecutionEnvironment, client Client, opts ...
 		compactClient: o.compactClient,
 	}
 	if err := s.initSessionTools(); err != nil {
+		return nil, fmt.Errorf("new session: %w", err)
+	}
+	if err := s.registerExtraTools(o.extraTools); err != nil {
 		return nil, fmt.Errorf("new session: %w", err)
 	}
 	s.life, s.cancelLife = context.WithCancel(context.Background())

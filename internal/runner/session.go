@@ -310,6 +310,12 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	mcpTools, mcpWarnings, closeMCP, err := s.connectMCP(ctx) // spec.tools.mcpServers (mcp.go)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	go func() { <-s.done; closeMCP() }() // the connections last as long as this runner
+	cfg.SkillWarnings = append(cfg.SkillWarnings, mcpWarnings...)
 	dj := &detachable{j: j}
 	s.mu.Lock()
 	s.dj = dj
@@ -322,6 +328,7 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 		loop.WithJournal(dj),
 		loop.WithID(string(s.obj.UID)),
 		loop.WithPauseOnModelOutage(),
+		loop.WithExtraTools(mcpTools...),
 	}
 	if d := s.obj.Spec.Depth; d != nil {
 		opts = append(opts, loop.WithDepth(int(*d)))

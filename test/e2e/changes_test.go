@@ -387,6 +387,35 @@ var _ = Describe("changes out: a pushed branch, a stored patch and artifacts", O
 		Expect(code).NotTo(Equal(0), "no branch was pushed")
 	}, SpecTimeout(5*time.Minute))
 
+	// make bench: how long a 1 000-file change takes from the end of the input (SESSION_END)
+	// to status saying the branch was pushed and the patch stored.
+	It("benchmarks recording and pushing a 1 000-file change", Label("bench"), func(ctx SpecContext) {
+		const script = `turns:
+  - toolCalls:
+      - name: shell
+        arguments: {command: "mkdir -p gen && for i in $(seq 1 1000); do printf 'line %s\\n' $i > gen/f$i.txt; done && ls gen | wc -l"}
+  - text: "Generated 1000 files."
+`
+		s := changesSession(ctx, ns, "bulk", repo, script, "push-creds")
+		var pushed time.Time
+		got := &agentsv1.AgentSession{}
+		Eventually(func(g Gomega, ctx context.Context) {
+			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+			g.Expect(got.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", got.Status.Error)
+			cond := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionChangesPushed)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Reason).To(Equal(agentsv1.ReasonPushed), "ChangesPushed: %s", cond.Message)
+			pushed = time.Now()
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
+		Expect(got.Status.Changes.FilesChanged).To(BeEquivalentTo(1000))
+		evs, _ := sessionEvents(ctx, op, got)
+		ends := eventsOfKind(evs, loop.EventSessionEnd)
+		Expect(ends).NotTo(BeEmpty())
+		took := pushed.Sub(ends[len(ends)-1].Time)
+		benchRow("changes: 1 000-file change, SESSION_END -> ChangesPushed=Pushed in status (polled every 100 ms)",
+			took.Round(10*time.Millisecond).String(), "< 5 s")
+	}, SpecTimeout(5*time.Minute))
+
 	It("run --output-dir writes changes.patch, changes.json and the artifacts, and cp copies one", func(ctx SpecContext) {
 		script := `turns:
   - toolCalls:

@@ -1,0 +1,312 @@
+package mcp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// DefaultTimeout bounds connecting and each tool call when Server.Timeout
+// is zero.
+const DefaultTimeout = 30 * time.Second
+
+// MaxToolNameLen is the longest tool name every provider accepts
+// (^[a-zA-Z0-9_-]{1,64}$ for OpenAI and Anthropic; Gemini allows 64 too).
+const MaxToolNameLen = 64
+
+// Prefix starts the name of every MCP tool offered to the model.
+const Prefix = "mcp__"
+
+// Server is one remote MCP server to connect to.
+type Server struct {
+	// Name identifies the server in tool names (mcp__<Name>__<tool>).
+	Name string
+	// URL is the streamable HTTP endpoint.
+	URL string
+	// Headers are sent on every HTTP request to the server. Their values
+	// never appear in errors.
+	Headers map[string]string
+	// Timeout bounds connecting (initialize and listing the tools) and each
+	// tool call; zero means DefaultTimeout.
+	Timeout time.Duration
+	// AllowedTools are path.Match wildcards over the server's own tool
+	// names: when not empty, only matching tools are offered.
+	AllowedTools []string
+	// DeniedTools are path.Match wildcards; a matching tool is never
+	// offered, whatever AllowedTools says.
+	DeniedTools []string
+}
+
+// Conn is a connected server and the tools it offers.
+type Conn struct {
+	server   Server
+	timeout  time.Duration
+	session  *sdk.ClientSession
+	tools    []tool.Registered
+	warnings []string
+}
+
+// Connect opens a session with s over streamable HTTP, lists its tools
+// (following pagination) and keeps the allowed ones. It fails when the
+// wildcards are not valid path.Match patterns or the server cannot be
+// reached within the timeout. Tools that cannot be offered (a name clash
+// after sanitizing, a schema the loop's validator rejects) are left out and
+// named in Warnings.
+func Connect(ctx context.Context, s Server) (*Conn, error) {
+	if err := validPatterns(s.AllowedTools, s.DeniedTools); err != nil {
+		return nil, fmt.Errorf("mcp server %s: %w", s.Name, err)
+	}
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	c := &Conn{server: s, timeout: timeout}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := sdk.NewClient(&sdk.Implementation{Name: "agent-operator", Version: "v1alpha1"}, nil)
+	transport := &sdk.StreamableClientTransport{
+		Endpoint:   s.URL,
+		HTTPClient: &http.Client{Transport: headerTransport{headers: s.Headers, base: guardedTransport()}},
+		// Server-initiated messages (list_changed) are not used yet.
+		DisableStandaloneSSE: true,
+		MaxRetries:           -1,
+	}
+	session, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to mcp server %s at %s: %w", s.Name, s.URL, describe(ctx, err, timeout))
+	}
+	c.session = session
+	var listed []*sdk.Tool
+	for t, err := range session.Tools(ctx, nil) {
+		if err != nil {
+			_ = session.Close()
+			return nil, fmt.Errorf("list tools of mcp server %s: %w", s.Name, describe(ctx, err, timeout))
+		}
+		listed = append(listed, t)
+	}
+	c.offer(listed)
+	return c, nil
+}
+
+// offer keeps the allowed tools of listed that the loop can register.
+func (c *Conn) offer(listed []*sdk.Tool) {
+	check := tool.NewRegistry() // the loop's own validator, to skip bad schemas here
+	seen := map[string]string{}
+	for _, t := range listed {
+		if !Allowed(t.Name, c.server.AllowedTools, c.server.DeniedTools) {
+			continue
+		}
+		name := ToolName(c.server.Name, t.Name)
+		if other, dup := seen[name]; dup {
+			c.warnings = append(c.warnings, fmt.Sprintf("mcp server %s: tool %q is left out: its name %s is already used by tool %q", c.server.Name, t.Name, name, other))
+			continue
+		}
+		params, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			c.warnings = append(c.warnings, fmt.Sprintf("mcp server %s: tool %q is left out: encode its input schema: %v", c.server.Name, t.Name, err))
+			continue
+		}
+		reg := tool.Registered{
+			Definition: tool.Definition{Name: name, Description: describeTool(c.server.Name, t), Parameters: params},
+			Executor:   c.call(t.Name),
+		}
+		if err := check.Register(reg); err != nil {
+			c.warnings = append(c.warnings, fmt.Sprintf("mcp server %s: tool %q is left out: %v", c.server.Name, t.Name, err))
+			continue
+		}
+		seen[name] = t.Name
+		c.tools = append(c.tools, reg)
+	}
+}
+
+// Name returns the server's name.
+func (c *Conn) Name() string { return c.server.Name }
+
+// Tools returns the tools to offer to the loop, in the server's order.
+func (c *Conn) Tools() []tool.Registered { return c.tools }
+
+// Warnings name the allowed tools that were left out, and why.
+func (c *Conn) Warnings() []string { return c.warnings }
+
+// Close ends the session with the server.
+func (c *Conn) Close() error {
+	if err := c.session.Close(); err != nil {
+		return fmt.Errorf("close mcp server %s: %w", c.server.Name, err)
+	}
+	return nil
+}
+
+// call returns the executor of the server's tool called name: tools/call
+// under the server's timeout. The server's own error results (isError) are
+// error results; a call that cannot be made or is not answered in time is
+// an error the loop reports to the model.
+func (c *Conn) call(name string) tool.Executor {
+	return func(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
+		args := inv.Arguments
+		if len(strings.TrimSpace(string(args))) == 0 {
+			args = json.RawMessage("{}")
+		}
+		ctx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+		res, err := c.session.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("mcp server %s, tool %s: %w", c.server.Name, name, describe(ctx, err, c.timeout))
+		}
+		return tool.Result{Output: resultText(res), IsError: res.IsError}, nil
+	}
+}
+
+// describe says "no answer within <timeout>" for errors of an expired ctx.
+func describe(ctx context.Context, err error, timeout time.Duration) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within %s (the server's timeout): %w", timeout, err)
+	}
+	return err
+}
+
+// resultText is the text of a tools/call result: the text blocks in order,
+// a one-line note for each other block, and the structured content when
+// there is no text at all.
+func resultText(res *sdk.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *sdk.TextContent:
+			parts = append(parts, c.Text)
+		case *sdk.ImageContent:
+			parts = append(parts, fmt.Sprintf("[image %s, %d bytes, not shown]", c.MIMEType, len(c.Data)))
+		case *sdk.AudioContent:
+			parts = append(parts, fmt.Sprintf("[audio %s, %d bytes, not shown]", c.MIMEType, len(c.Data)))
+		case *sdk.ResourceLink:
+			parts = append(parts, fmt.Sprintf("[resource %s: %s]", c.Name, c.URI))
+		case *sdk.EmbeddedResource:
+			if r := c.Resource; r != nil && r.Text != "" {
+				parts = append(parts, r.Text)
+			} else if r != nil {
+				parts = append(parts, fmt.Sprintf("[resource %s, not shown]", r.URI))
+			}
+		}
+	}
+	if len(parts) == 0 && res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			parts = append(parts, string(b))
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func describeTool(server string, t *sdk.Tool) string {
+	d := t.Description
+	if d == "" {
+		d = t.Title
+	}
+	if d == "" {
+		return fmt.Sprintf("Tool %s of the MCP server %s.", t.Name, server)
+	}
+	return d
+}
+
+// ToolName is the name the model sees for tool of server:
+// mcp__<server>__<tool>, with every character outside [a-zA-Z0-9_-]
+// replaced by '_'. A name longer than MaxToolNameLen is cut and ends with
+// '_' and 8 hex digits of the SHA-256 of the full name, so cut names of
+// different tools still differ.
+func ToolName(server, name string) string {
+	full := Prefix + sanitize(server) + "__" + sanitize(name)
+	if len(full) <= MaxToolNameLen {
+		return full
+	}
+	sum := sha256.Sum256([]byte(Prefix + server + "__" + name))
+	return full[:MaxToolNameLen-9] + "_" + hex.EncodeToString(sum[:4])
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// Allowed reports whether the server's tool called name is offered: it
+// matches no denied pattern, and some allowed pattern when there are any.
+// Invalid patterns match nothing (Connect rejects them first).
+func Allowed(name string, allowed, denied []string) bool {
+	for _, p := range denied {
+		if ok, _ := path.Match(p, name); ok {
+			return false
+		}
+	}
+	if len(allowed) == 0 {
+		return true
+	}
+	for _, p := range allowed {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func validPatterns(lists ...[]string) error {
+	for _, l := range lists {
+		for _, p := range l {
+			if _, err := path.Match(p, ""); err != nil {
+				return fmt.Errorf("tool wildcard %q: %w", p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// headerTransport adds fixed headers to every request.
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 {
+		req = req.Clone(req.Context())
+		for k, v := range t.headers {
+			req.Header.Set(k, v)
+		}
+	}
+	return t.base.RoundTrip(req)
+}
+
+// Result of ConnectAll for one server.
+type Result struct {
+	Server string
+	Conn   *Conn // nil when Err is set
+	Err    error
+}
+
+// ConnectAll connects to every server at once and returns one Result per
+// server, in the order of servers.
+func ConnectAll(ctx context.Context, servers []Server) []Result {
+	results := make([]Result, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Go(func() {
+			c, err := Connect(ctx, s)
+			results[i] = Result{Server: s.Name, Conn: c, Err: err}
+		})
+	}
+	wg.Wait()
+	return results
+}

@@ -1,0 +1,97 @@
+// Package mcptest serves a real MCP server, built with the official Go SDK,
+// over streamable HTTP on an httptest.Server, for tests. Its tools have
+// scripted behaviour: echo, fail (an isError result), slow (answers only
+// when the call is cancelled or the server closes) and a tool whose name
+// needs sanitizing. It records the HTTP headers of every request.
+package mcptest
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Tool names of the server.
+const (
+	Echo = "echo"
+	Fail = "fail"
+	Slow = "slow"
+	// Dotted is a tool whose name has a character tool names may not have.
+	Dotted = "get.weather"
+)
+
+// EchoArgs are the arguments of echo.
+type EchoArgs struct {
+	Text string `json:"text" jsonschema:"the text to echo"`
+}
+
+// Server is a running MCP test server.
+type Server struct {
+	*httptest.Server
+	// URL of the MCP endpoint.
+	URL string
+
+	mu      sync.Mutex
+	headers []http.Header
+	release chan struct{}
+	once    sync.Once
+}
+
+// New starts the server; it stops when the test ends. pageSize bounds the
+// tools of one tools/list page (0: the SDK's default).
+func New(t *testing.T, pageSize int) *Server {
+	t.Helper()
+	s := &Server{release: make(chan struct{})}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "demo", Version: "v1"}, &sdk.ServerOptions{PageSize: pageSize})
+	sdk.AddTool(srv, &sdk.Tool{Name: Echo, Description: "Echoes its text."},
+		func(_ context.Context, _ *sdk.CallToolRequest, in EchoArgs) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: Fail, Description: "Always fails."},
+		func(_ context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "the thing is broken"}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: Slow, Description: "Never answers in time."},
+		func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			select {
+			case <-ctx.Done():
+			case <-s.release:
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "too late"}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: Dotted, Description: "Returns the weather."},
+		func(_ context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "sunny"}}}, nil, nil
+		})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.headers = append(s.headers, r.Header.Clone())
+		s.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	s.URL = s.Server.URL + "/mcp"
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Release makes the slow tool's pending and later calls answer.
+func (s *Server) Release() { s.once.Do(func() { close(s.release) }) }
+
+// Close releases the slow tool's calls and stops the server.
+func (s *Server) Close() {
+	s.Release()
+	s.Server.Close()
+}
+
+// Headers returns the headers of every request received so far.
+func (s *Server) Headers() []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.headers)
+}

@@ -1,0 +1,118 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"unicode"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+	"github.com/agent-operator/agent-operator/internal/mcp"
+)
+
+// LabelMCPHeaders opts a Secret in as the HTTP headers of MCP servers: only
+// a Secret labelled agent-operator.dev/mcp-headers: "true" may be named by
+// spec.tools.mcpServers[].headersSecretRef, so that whoever may create
+// AgentSessions cannot make the manager send any Secret to any URL. The
+// Secret's optional AnnotationAllowedBaseURLs limits the server URLs.
+const LabelMCPHeaders = "agent-operator.dev/mcp-headers"
+
+// mcpServers reads the headers Secrets of spec.tools.mcpServers. A missing
+// Secret, or one not opted in, is a configuration error.
+func mcpServers(ctx context.Context, reader client.Reader, s *agentsv1.AgentSession) ([]mcp.Server, error) {
+	var servers []mcp.Server
+	for _, ms := range s.Spec.Tools.MCPServers {
+		srv := mcp.Server{Name: ms.Name, URL: ms.URL, AllowedTools: ms.AllowedTools, DeniedTools: ms.DeniedTools}
+		if ms.Timeout != nil {
+			srv.Timeout = ms.Timeout.Duration
+		}
+		if ref := ms.HeadersSecretRef; ref != nil {
+			var sec corev1.Secret
+			if err := reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ref.Name}, &sec); err != nil {
+				return nil, fmt.Errorf("%w: get headers secret %s of mcp server %s: %w", ErrConfig, ref.Name, ms.Name, err)
+			}
+			if err := mcpHeadersOptIn(&sec, ms.URL); err != nil {
+				return nil, fmt.Errorf("%w: mcp server %s: %w", ErrConfig, ms.Name, err)
+			}
+			srv.Headers = make(map[string]string, len(sec.Data))
+			for k, v := range sec.Data {
+				srv.Headers[k] = string(v)
+			}
+		}
+		servers = append(servers, srv)
+	}
+	return servers, nil
+}
+
+// mcpHeadersOptIn returns why sec may not be sent to the MCP server at
+// serverURL, or nil when it may.
+func mcpHeadersOptIn(sec *corev1.Secret, serverURL string) error {
+	if sec.Labels[LabelMCPHeaders] != "true" {
+		return fmt.Errorf("secret %s is not opted in as MCP headers: the manager sends only Secrets labelled %s=true "+
+			"(kubectl label secret %s %s=true); no request was sent", sec.Name, LabelMCPHeaders, sec.Name, LabelMCPHeaders)
+	}
+	allowed, ok := sec.Annotations[AnnotationAllowedBaseURLs]
+	if !ok || allowedURL(serverURL, allowed) {
+		return nil
+	}
+	return fmt.Errorf("secret %s may not be sent to %s: its annotation %s allows only %q; no request was sent",
+		sec.Name, redactURL(serverURL), AnnotationAllowedBaseURLs, allowed)
+}
+
+// connectMCP connects the session's MCP servers at once. A server that
+// cannot be reached is left out: the session runs without its tools, and
+// warnings (emitted as WARNING events, which the model does not see) say
+// so, as they name tools left out. closeAll ends every connection.
+func (s *session) connectMCP(ctx context.Context) (tools []tool.Registered, warnings []string, closeAll func(), err error) {
+	servers, err := mcpServers(ctx, s.r.opts.Reader, s.obj)
+	if err != nil || len(servers) == 0 {
+		return nil, nil, func() {}, err
+	}
+	var conns []*mcp.Conn
+	for _, res := range mcp.ConnectAll(ctx, servers) {
+		if res.Err != nil {
+			s.log.Info("MCP server not reachable; the session runs without its tools", "server", res.Server, "reason", res.Err.Error())
+			warnings = append(warnings, fmt.Sprintf("MCP server %s is not reachable; its tools are not available: %v", res.Server, res.Err))
+			continue
+		}
+		s.log.Info("Connected MCP server", "server", res.Server, "tools", len(res.Conn.Tools()))
+		conns = append(conns, res.Conn)
+		tools = append(tools, res.Conn.Tools()...)
+		warnings = append(warnings, res.Conn.Warnings()...)
+	}
+	return tools, warnings, func() {
+		for _, c := range conns {
+			if err := c.Close(); err != nil {
+				s.log.Info("Closing an MCP connection failed", "server", c.Name(), "reason", err.Error())
+			}
+		}
+	}, nil
+}
+
+// redactURL drops the user information and query of u (they may carry
+// credentials).
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	p.User, p.RawQuery = nil, ""
+	return p.String()
+}
+
+// allowedURL reports whether target is under one of the comma- or
+// space-separated URLs of list (as for AnnotationAllowedBaseURLs).
+func allowedURL(target, list string) bool {
+	for _, a := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		if urlUnder(target, a) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,131 @@
+package runner
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/mcp/mcptest"
+	"github.com/agent-operator/agent-operator/internal/testenv"
+)
+
+func TestMCPHeadersOptIn(t *testing.T) {
+	optedIn := map[string]string{LabelMCPHeaders: "true"}
+	tests := []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		url         string
+		wantErr     string
+	}{
+		{name: "no label", url: "http://mcp.example/mcp", wantErr: "not opted in"},
+		{name: "llm label is not enough", labels: map[string]string{LabelLLMCredentials: "true"}, url: "http://mcp.example/mcp", wantErr: "not opted in"},
+		{name: "labelled, any url", labels: optedIn, url: "http://mcp.example/mcp"},
+		{name: "allowed url", labels: optedIn, annotations: map[string]string{AnnotationAllowedBaseURLs: "https://a.example, http://mcp.example/mcp"}, url: "http://mcp.example/mcp"},
+		{name: "other host", labels: optedIn, annotations: map[string]string{AnnotationAllowedBaseURLs: "http://mcp.example"},
+			url: "http://evil.example/mcp?token=x", wantErr: "may not be sent to http://evil.example/mcp:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "h", Labels: tt.labels, Annotations: tt.annotations}}
+			err := mcpHeadersOptIn(sec, tt.url)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestConnectMCP: the headers of an opted-in Secret read from a real API
+// server reach the MCP server; an unreachable server is left out with a
+// warning that names it and carries no header value; a Secret not opted in
+// is a configuration error.
+func TestConnectMCP(t *testing.T) {
+	env, cfg, err := testenv.Start(filepath.Join("..", "..", "config", "crd", "bases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	api, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "mcp-auth", Labels: map[string]string{LabelMCPHeaders: "true"}},
+			Data: map[string][]byte{"Authorization": []byte("Bearer s3cret")}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "plain"},
+			Data: map[string][]byte{"Authorization": []byte("Bearer other")}},
+	} {
+		if err := api.Create(t.Context(), sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up := mcptest.New(t, 0)
+	down := mcptest.New(t, 0)
+	down.Close()
+	timeout := &metav1.Duration{Duration: 5 * time.Second}
+	newSess := func(servers ...agentsv1.MCPServer) *session {
+		obj := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s"}}
+		obj.Spec.Tools.MCPServers = servers
+		return &session{r: &Runner{opts: Options{Reader: api}}, obj: obj, log: logr.Discard()}
+	}
+
+	s := newSess(
+		agentsv1.MCPServer{Name: "demo", URL: up.URL, Timeout: timeout, AllowedTools: []string{"echo"},
+			HeadersSecretRef: &agentsv1.MCPHeadersSecretRef{Name: "mcp-auth"}},
+		agentsv1.MCPServer{Name: "gone", URL: down.URL, Timeout: timeout,
+			HeadersSecretRef: &agentsv1.MCPHeadersSecretRef{Name: "mcp-auth"}},
+	)
+	tools, warnings, closeAll, err := s.connectMCP(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	var names []string
+	for _, tl := range tools {
+		names = append(names, tl.Definition.Name)
+	}
+	if !slices.Equal(names, []string{"mcp__demo__echo"}) {
+		t.Errorf("tools = %v", names)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "MCP server gone is not reachable") || strings.Contains(warnings[0], "s3cret") {
+		t.Errorf("warnings = %q", warnings)
+	}
+	hs := up.Headers()
+	if len(hs) == 0 {
+		t.Fatal("the server got no request")
+	}
+	for i, h := range hs {
+		if h.Get("Authorization") != "Bearer s3cret" {
+			t.Fatalf("request %d: Authorization = %q", i, h.Get("Authorization"))
+		}
+	}
+
+	s = newSess(agentsv1.MCPServer{Name: "demo", URL: up.URL, HeadersSecretRef: &agentsv1.MCPHeadersSecretRef{Name: "plain"}})
+	before := len(up.Headers())
+	if _, _, _, err := s.connectMCP(t.Context()); err == nil || !strings.Contains(err.Error(), "not opted in") {
+		t.Fatalf("err = %v, want a configuration error saying the Secret is not opted in", err)
+	}
+	if len(up.Headers()) != before {
+		t.Error("a request was sent with a Secret that is not opted in")
+	}
+}
