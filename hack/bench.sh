@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: every performance comparison of issue 9 in one run on one cluster, printed as
 # one table (also written to _output/bench.txt):
-#   - the loop's own overhead per tool round and event publishing (Go benchmarks);
+#   - the loop's own overhead per tool round, event publishing and the input tokens stale
+#     tool-result summaries save (Go benchmarks);
 #   - tool-call latency over the persistent exec stream, one exec per call and localenv, session
 #     start cold and from the warm pool, and the subagent fan-out (the e2e specs labelled
 #     "bench", which append their rows to $BENCH_OUT).
@@ -34,6 +35,10 @@ printf 'events published with acknowledgements (embedded NATS, one publisher)\t%
 lag="$(bench_line ./internal/events BenchmarkFollowLag)"
 printf 'publish -> subscriber receipt lag\tmedian %s µs, p99 %s µs\tp99 < 50 ms\n' \
 	"$(metric "$lag" p50-µs)" "$(metric "$lag" p99-µs)" >>"$rows"
+
+stale="$(BENCHTIME=1x bench_line ./internal/loop BenchmarkStaleToolResults)"
+printf 'stale tool-result summaries: input tokens of a 60-turn session, off / on (issue 18)\t%s / %s (%sx fewer)\t>= 3x fewer\n' \
+	"$(metric "$stale" input-tokens-off)" "$(metric "$stale" input-tokens-on)" "$(metric "$stale" x-fewer)" >>"$rows"
 
 if [ -z "${KUBECONFIG:-}" ]; then
 	"${MAKE:-make}" --no-print-directory cluster-up images
