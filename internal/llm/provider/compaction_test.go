@@ -57,17 +57,33 @@ func (l *longSession) respond(rec llmtest.Request, req *llm.Request) (scripted.R
 // the window within 20 turns (so the assertion can fail).
 func TestCompactionKeepsEveryRequestUnderTheWindow(t *testing.T) {
 	const window = 60_000 // tokens; 20 KB is ~5,000
+	// Each profile over its provider's wire, and the openai profile also over Chat Completions
+	// (provider openai-compatible: vLLM, Ollama, LiteLLM).
+	type wire struct {
+		prov     looptest.Provider
+		provider string
+		proto    llmtest.Protocol
+	}
+	var wires []wire
 	for _, prov := range looptest.Providers {
+		id := prov.New().ID()
+		wires = append(wires, wire{prov, id, protocols[id]})
+		if id == "openai" {
+			wires = append(wires, wire{prov, llmprovider.OpenAICompatible, llmtest.ChatCompletions})
+		}
+	}
+	for _, w := range wires {
+		prov := w.prov
 		for _, on := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/compaction=%v", prov.Name, on), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s/compaction=%v", prov.Name, w.provider, on), func(t *testing.T) {
 				turns := 200
 				if !on {
 					turns = 20
 				}
 				ls := &longSession{turns: turns, model: "compaction-model"}
 				p := prov.New()
-				srv := llmtest.Start(t, llmtest.NewResponderHandler(protocols[p.ID()], ls.respond))
-				c, err := llmprovider.New(llmprovider.Config{Provider: p.ID(), Model: p.Model(), BaseURL: srv.BaseURL(),
+				srv := llmtest.Start(t, llmtest.NewResponderHandler(w.proto, ls.respond))
+				c, err := llmprovider.New(llmprovider.Config{Provider: w.provider, Model: p.Model(), BaseURL: srv.BaseURL(),
 					APIKey: "compaction-key", Retry: llm.RetryPolicy{MaxAttempts: 1}})
 				if err != nil {
 					t.Fatal(err)
