@@ -825,6 +825,30 @@ type AgentSessionStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=30
 	Plan []PlanStep `json:"plan,omitempty"`
+
+	// mcpServers says, for each of spec.tools.mcpServers, whether the runner connected it and
+	// how many of its tools the agent got, as of the runner's last start.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	MCPServers []MCPServerStatus `json:"mcpServers,omitempty"`
+}
+
+// MCPServerStatus is the state of one MCP server of a session.
+type MCPServerStatus struct {
+	// name of the server (spec.tools.mcpServers[].name).
+	// +required
+	Name string `json:"name"`
+	// connected is true when the server answered and listed its tools.
+	Connected bool `json:"connected"`
+	// tools is how many of its tools the agent can call (after allowedTools/deniedTools).
+	// +optional
+	Tools int32 `json:"tools,omitempty"`
+	// message says why the server is not connected, or which of its tools were left out.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // ContextStatus is the context-window accounting of a session.

@@ -328,6 +328,9 @@ func mirrorProgress(st *agentsv1.AgentSessionStatus, p *runner.Progress) {
 		st.Context = &agentsv1.ContextStatus{Window: int64(p.Context.Window),
 			LastRequestTokens: p.Context.RequestTokens, Compactions: p.Compactions}
 	}
+	if p.MCPServers != nil {
+		st.MCPServers = slices.Clone(p.MCPServers)
+	}
 	if p.Plan != nil {
 		st.Plan = slices.Clone(p.Plan)
 	}

@@ -204,11 +204,15 @@ func TestMirrorProgress(t *testing.T) {
 	mirrorProgress(&st, &runner.Progress{
 		Turns: 4, ToolCalls: 2, LastSeq: 17, Delivered: []string{"a", "b"}, Restored: true,
 		Usage:  llm.Usage{InputTokens: 100, OutputTokens: 20, ReasoningTokens: 5, CacheReadTokens: 40},
-		Result: "ok", ResultTruncated: true,
+		Result: "ok", ResultTruncated: true, Cost: 1_500_000, Currency: "USD",
+		MCPServers: []agentsv1.MCPServerStatus{{Name: "docs", Connected: true, Tools: 3}},
 	})
 	want := agentsv1.Usage{Input: 100, Output: 20, Reasoning: 5, CacheRead: 40, Total: 120}
 	if st.Usage != want || st.Turns != 4 || st.ToolCalls != 2 || st.LastEventSequence != 17 ||
 		st.Result != "ok" || !st.ResultTruncated || len(st.MessagesDelivered) != 2 {
 		t.Errorf("status = %+v", st)
+	}
+	if st.Cost != "0.001500" || st.Currency != "USD" || len(st.MCPServers) != 1 || st.MCPServers[0].Tools != 3 {
+		t.Errorf("cost %q %q, mcpServers %+v", st.Cost, st.Currency, st.MCPServers)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -75,17 +76,24 @@ func (s *session) connectMCP(ctx context.Context) (tools []tool.Registered, warn
 		return nil, nil, func() {}, err
 	}
 	var conns []*mcp.Conn
+	var states []agentsv1.MCPServerStatus
 	for _, res := range mcp.ConnectAll(ctx, servers) {
 		if res.Err != nil {
 			s.log.Info("MCP server not reachable; the session runs without its tools", "server", res.Server, "reason", res.Err.Error())
 			warnings = append(warnings, fmt.Sprintf("MCP server %s is not reachable; its tools are not available: %v", res.Server, res.Err))
+			states = append(states, agentsv1.MCPServerStatus{Name: res.Server, Message: cut(res.Err.Error(), 1024)})
 			continue
 		}
 		s.log.Info("Connected MCP server", "server", res.Server, "tools", len(res.Conn.Tools()))
 		conns = append(conns, res.Conn)
 		tools = append(tools, res.Conn.Tools()...)
 		warnings = append(warnings, res.Conn.Warnings()...)
+		states = append(states, agentsv1.MCPServerStatus{Name: res.Server, Connected: true, Tools: int32(len(res.Conn.Tools())),
+			Message: cut(strings.Join(res.Conn.Warnings(), "; "), 1024)})
 	}
+	s.mu.Lock()
+	s.prog.MCPServers = states
+	s.mu.Unlock()
 	return tools, warnings, func() {
 		for _, c := range conns {
 			if err := c.Close(); err != nil {
@@ -93,6 +101,17 @@ func (s *session) connectMCP(ctx context.Context) (tools []tool.Registered, warn
 			}
 		}
 	}, nil
+}
+
+// cut returns s cut to at most n bytes, at a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // redactURL drops the user information and query of u (they may carry

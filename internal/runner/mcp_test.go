@@ -110,6 +110,12 @@ func TestConnectMCP(t *testing.T) {
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "MCP server gone is not reachable") || strings.Contains(warnings[0], "s3cret") {
 		t.Errorf("warnings = %q", warnings)
 	}
+	// Progress (status.mcpServers) says which servers connected and how many tools each gave.
+	states := s.snapshot().MCPServers
+	if len(states) != 2 || states[0] != (agentsv1.MCPServerStatus{Name: "demo", Connected: true, Tools: 1}) ||
+		states[1].Name != "gone" || states[1].Connected || states[1].Message == "" || strings.Contains(states[1].Message, "s3cret") {
+		t.Errorf("progress MCPServers = %+v", states)
+	}
 	hs := up.Headers()
 	if len(hs) == 0 {
 		t.Fatal("the server got no request")

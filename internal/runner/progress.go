@@ -73,6 +73,9 @@ type Progress struct {
 	// Plan is the agent's current plan (todo tool), at most
 	// agentsv1.MaxPlanSteps steps; nil until the agent wrote one.
 	Plan []agentsv1.PlanStep
+	// MCPServers is the state of the session's MCP servers as of this
+	// runner's start (nil without spec.tools.mcpServers).
+	MCPServers []agentsv1.MCPServerStatus
 }
 
 // WorkingTime is the working time as of now.
@@ -86,6 +89,7 @@ func (p Progress) WorkingTime(now time.Time) time.Duration {
 func (p Progress) clone() Progress {
 	p.Delivered = append([]string(nil), p.Delivered...)
 	p.Plan = append([]agentsv1.PlanStep(nil), p.Plan...)
+	p.MCPServers = append([]agentsv1.MCPServerStatus(nil), p.MCPServers...)
 	return p
 }
 
