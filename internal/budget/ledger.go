@@ -197,6 +197,9 @@ func (l *Ledger) put(m Member, active bool, onExceed func(*Exceeded)) {
 	for _, s := range n.kids {
 		n.tree = n.tree.Add(s)
 	}
+	if _, over := n.limit.over(n.tree); !over {
+		n.exceeded = nil // the budget was raised (spec.limits is mutable)
+	}
 	h := l.propagate(n)
 	if active && h.ex == nil && n.exceeded != nil {
 		h = hit{ex: n.exceeded, fn: onExceed} // crossed while it was passive

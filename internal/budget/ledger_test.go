@@ -160,3 +160,18 @@ func TestRemainingAndNarrow(t *testing.T) {
 		t.Errorf("Narrow = %+v", got)
 	}
 }
+
+// A budget raised after it was crossed (spec.limits is mutable) lets the
+// session run again once it rejoins.
+func TestRaisedBudgetClearsTheCrossing(t *testing.T) {
+	l := New()
+	l.Join(Member{ID: "s", Name: "s", Limit: Limit{Tokens: 10}}, nil)
+	l.Charge("s", Spend{Tokens: 11})
+	if l.Check("s") == nil {
+		t.Fatal("not crossed")
+	}
+	l.Join(Member{ID: "s", Name: "s", Limit: Limit{Tokens: 100}, Own: Spend{Tokens: 11}}, nil)
+	if err := l.Check("s"); err != nil {
+		t.Errorf("still refused after the budget was raised: %v", err)
+	}
+}
