@@ -90,6 +90,13 @@ func SessionSubject(prefix string, s SessionRef, k loop.EventKind) string {
 	return prefix + "." + s.Namespace + "." + SessionToken(s.Name) + "." + KindToken(k)
 }
 
+// FenceSubject is the subject of a session's writer fences (see
+// Publisher.OpenJournal). "_fence" cannot be a namespace, so no session
+// filter and no reader's per-namespace permission covers it.
+func FenceSubject(prefix string, s SessionRef) string {
+	return prefix + "._fence." + s.Namespace + "." + SessionToken(s.Name)
+}
+
 // SessionFilter returns the subject filter matching every event of a session.
 func SessionFilter(prefix string, s SessionRef) string {
 	return prefix + "." + s.Namespace + "." + SessionToken(s.Name) + ".*"

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,6 +141,11 @@ type Journal struct {
 	p       *Publisher
 	session SessionRef
 	opts    JournalOptions
+	// fence is the stream sequence of this writer's fence message (0: not
+	// fenced, a journal from NewJournal); every publish expects it to be
+	// the last message on the fence subject, so once another writer opened
+	// the journal (and fenced it anew) this one can no longer append.
+	fence uint64
 	// drain is held (a token in a 1-slot channel, so waiting honours ctx)
 	// by the one goroutine that waits for acks and retries failures.
 	drain chan struct{}
@@ -210,7 +217,60 @@ func (p *Publisher) OpenJournal(ctx context.Context, session SessionRef, opts Jo
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := j.putFence(ctx); err != nil {
+		return nil, nil, err
+	}
 	return j, res.events, nil
+}
+
+// ErrFenced is returned (and given to OnStateChange) once another writer
+// opened the session's journal after this one: this writer must stop at
+// once; the other resumes the session from the journal.
+var ErrFenced = errors.New("journal fenced: another writer opened this session's journal")
+
+// putFence publishes this writer's fence, a message on the session's fence
+// subject whose stream sequence every later publish of this writer expects
+// to be that subject's last (JetStream's expected last sequence per subject).
+func (j *Journal) putFence(ctx context.Context) error {
+	ack, err := j.p.js.Publish(ctx, FenceSubject(j.p.cfg.Prefix, j.session),
+		[]byte(strconv.FormatUint(j.opts.Generation, 10)), jetstream.WithExpectStream(j.p.cfg.Name))
+	if err != nil {
+		return fmt.Errorf("fence the journal of %s/%s: %w", j.session.Namespace, j.session.Name, err)
+	}
+	j.mu.Lock()
+	j.fence = ack.Sequence
+	j.mu.Unlock()
+	return nil
+}
+
+// fenceHeaders makes msg expect this writer's fence to be the last message
+// on the fence subject.
+func (j *Journal) fenceHeaders(msg *nats.Msg, fence uint64) {
+	if fence == 0 {
+		return
+	}
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(fence, 10))
+	msg.Header.Set(expectedLastSubjSeqSubjHeader, FenceSubject(j.p.cfg.Prefix, j.session))
+}
+
+// expectedLastSubjSeqSubjHeader names the subject whose last sequence
+// ExpectedLastSubjSeqHeader is about (nats-server 2.11+).
+const expectedLastSubjSeqSubjHeader = "Nats-Expected-Last-Subject-Sequence-Subject"
+
+// fenced reports whether err is the server refusing a publish because the
+// fence subject's last message is not this writer's fence, and whether
+// that subject is empty instead (the fence message is gone, e.g. past the
+// stream's retention). A refusal that does not say what the server found
+// (replicated streams answer with a constant error) counts as fenced.
+func fenced(err error) (gone, ok bool) {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || (apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence &&
+		apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return false, false
+	}
+	d := apiErr.Description
+	n, perr := strconv.ParseUint(strings.TrimSpace(d[strings.LastIndex(d, " ")+1:]), 10, 64)
+	return perr == nil && n == 0, true
 }
 
 // Available reports whether the last publish attempt succeeded, and the
@@ -277,6 +337,7 @@ func (j *Journal) Append(ctx context.Context, ev loop.Event) error {
 	e := &entry{seq: ev.Seq, msg: msg}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.fenceHeaders(msg, j.fence)
 	if ev.Seq <= j.lastSeq {
 		return fmt.Errorf("append event: seq %d is not after %d", ev.Seq, j.lastSeq)
 	}
@@ -391,7 +452,26 @@ func (j *Journal) waitUntil(ctx context.Context, done func() bool) error {
 		}
 		err = e.err
 		j.mu.Unlock()
-		if isPermanent(err) {
+		if gone, ok := fenced(err); ok {
+			if !gone {
+				if j.opts.OnStateChange != nil {
+					j.opts.OnStateChange(false, ErrFenced)
+				}
+				return fmt.Errorf("publish event %d: %w (%w)", e.seq, ErrFenced, err)
+			}
+			// The fence message itself is gone (retention): fence anew
+			// and publish again; a writer that took over would have left
+			// its own fence there.
+			if ferr := j.putFence(ctx); ferr != nil {
+				err = ferr
+			} else {
+				j.mu.Lock()
+				for _, p := range j.pending {
+					j.fenceHeaders(p.msg, j.fence)
+				}
+				j.mu.Unlock()
+			}
+		} else if isPermanent(err) {
 			return fmt.Errorf("publish event %d: %w: %w", e.seq, errPermanent, err)
 		}
 		if err := j.fail(ctx, fmt.Errorf("publish event %d: %w", e.seq, err)); err != nil {

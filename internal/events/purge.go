@@ -31,8 +31,10 @@ func PurgeSession(ctx context.Context, js jetstream.JetStream, session SessionRe
 	} else if err := collectUIDs(ctx, js, cfg, session, uids); err != nil {
 		return fmt.Errorf("purge session %s: %w", session, err)
 	}
-	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(SessionFilter(cfg.Prefix, session))); err != nil {
-		return fmt.Errorf("purge session %s: %w", session, err)
+	for _, subj := range []string{SessionFilter(cfg.Prefix, session), FenceSubject(cfg.Prefix, session)} {
+		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+			return fmt.Errorf("purge session %s: %w", session, err)
+		}
 	}
 	obs, err := js.ObjectStore(ctx, cfg.LargeBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {

@@ -217,3 +217,94 @@ func shutdownAtCleanup(t *testing.T, r *Runner) {
 		_ = r.Shutdown(sctx)
 	})
 }
+
+// TestFencedRunnerStopsAtOnce: while a runner's tool runs, another writer
+// opens the session's journal (a takeover by a replica that thought this
+// one dead). The tool's end cannot be journaled: the runner is fenced, stops
+// without a second model call and without failing the session (the other
+// writer drives it), and the journal holds nothing the stale runner wrote
+// after the takeover.
+func TestFencedRunnerStopsAtOnce(t *testing.T) {
+	ctx := t.Context()
+	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{AckTimeout: 300 * time.Millisecond})
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := &scripted.Script{Turns: []scripted.Turn{
+		{Text: "Waiting for the gate.", ToolCalls: []scripted.ToolCall{{Name: "shell",
+			Arguments: []byte(`{"command": "cat gate >/dev/null && echo released"}`)}}},
+		{Text: "done"},
+	}}
+	model := &modelCalls{Client: scripted.New(script, "demo")}
+	r, err := New(Options{
+		Reader:   noObjects{},
+		Journals: pub,
+		Clients:  func(context.Context, ClientConfig) (loop.Client, error) { return model, nil },
+		Envs: func(context.Context, *agentsv1.AgentSession, string) (tool.ExecutionEnvironment, error) {
+			return localenv.New(dir)
+		},
+		NotifyInterval: 10 * time.Millisecond,
+		Log:            logr.Discard(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shutdownAtCleanup(t, r)
+	obj := &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "fenced", UID: "uid-fenced"},
+		Spec: agentsv1.AgentSessionSpec{
+			Prompt: "wait for the gate",
+			Model:  agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"},
+		},
+	}
+	if err := r.Ensure(obj, "pod"); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan *os.File, 1)
+	go func() {
+		f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			close(opened)
+			return
+		}
+		opened <- f
+	}()
+	var w *os.File
+	select {
+	case w = <-opened:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tool never opened the gate")
+	}
+	if w == nil {
+		t.FailNow()
+	}
+
+	ref := events.SessionRef{Namespace: obj.Namespace, Name: obj.Name, UID: string(obj.UID)}
+	_, before, err := pub.OpenJournal(ctx, ref, events.JournalOptions{}) // the takeover
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteString("go\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	end := waitProgress(t, r, obj.UID, "the fenced runner ended", func(p Progress) bool { return p.Done })
+	if end.Phase == agentsv1.PhaseFailed || end.Phase == agentsv1.PhaseAborted {
+		t.Errorf("the fenced runner set phase %s (%s): the new writer owns the session", end.Phase, end.Error)
+	}
+	if n := model.calls.Load(); n != 1 {
+		t.Errorf("%d model calls, want 1: the fenced runner went on", n)
+	}
+	after, err := events.Replay(ctx, pub.JetStream(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("the journal grew from %d to %d events after the takeover: %v", len(before), len(after), after[len(before):])
+	}
+}

@@ -382,6 +382,14 @@ func (s *session) openJournal(ctx context.Context, apiKey string) (*events.Journ
 }
 
 func (s *session) journalState(available bool, err error) {
+	if errors.Is(err, events.ErrFenced) {
+		// Another writer opened this session's journal after us (it took the
+		// session over while this one was paused or cut off): append nothing
+		// more, run nothing more; the journal stays as the new writer has it.
+		s.log.Info("Fenced: another writer took this session's journal over; stopping at once")
+		s.stop(stopDetach)
+		return
+	}
 	s.mu.Lock()
 	s.prog.JournalAvailable = available
 	s.prog.JournalError = ""

@@ -1,0 +1,114 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A writer whose session another writer opened afterwards (a takeover
+// while it was paused or partitioned) can append nothing more: its publish
+// fails with ErrFenced and it is told so, while the new writer continues
+// the journal without a gap or a duplicate.
+func TestStaleWriterIsFenced(t *testing.T) {
+	env := newTestEnv(t, EmbeddedOptions{}, PublisherOptions{})
+	ctx := context.Background()
+	evs := scriptedEvents(testSession.UID, 12)
+
+	var fencedA atomic.Bool
+	a, _, err := env.pub.OpenJournal(ctx, testSession, JournalOptions{OnStateChange: func(ok bool, err error) {
+		if !ok && errors.Is(err, ErrFenced) {
+			fencedA.Store(true)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, ctx, a, evs[:4])
+	if err := a.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// B takes the session over: it replays A's events and fences A out.
+	b, replayed, err := env.pub.OpenJournal(ctx, testSession, JournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(replayed) != 4 {
+		t.Fatalf("B replayed %d events, want 4", len(replayed))
+	}
+
+	// A, resumed, tries to go on: refused, and told.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := a.Append(sctx, evs[4]); err != nil {
+		t.Fatal(err) // asynchronous: the refusal comes with the ack
+	}
+	if err := a.Sync(sctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("A's Sync = %v, want ErrFenced", err)
+	}
+	if !fencedA.Load() {
+		t.Error("A's OnStateChange was not told it was fenced")
+	}
+
+	// B continues the journal from where A's acknowledged events end.
+	appendAll(t, ctx, b, evs[4:])
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, final, err := env.pub.OpenJournal(ctx, testSession, JournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSequence(final); err != nil || len(final) != 12 {
+		t.Fatalf("journal after the takeover: %d events, %v", len(final), err)
+	}
+	for _, m := range rawMessages(t, ctx, env.js, env.pub.cfg) {
+		if m.Subject == FenceSubject(env.pub.cfg.Prefix, testSession) {
+			continue
+		}
+		if m.Header.Get("Nats-Msg-Id") == MsgID(testSession.UID, evs[4].Seq, 0) {
+			t.Errorf("A's refused event %d is in the stream", evs[4].Seq)
+		}
+	}
+}
+
+// A fence message gone from the stream (past its retention) is not a
+// takeover: the writer fences anew and its events are stored.
+func TestExpiredFenceIsRenewed(t *testing.T) {
+	env := newTestEnv(t, EmbeddedOptions{}, PublisherOptions{})
+	ctx := context.Background()
+	evs := scriptedEvents(testSession.UID, 6)
+	j, _, err := env.pub.OpenJournal(ctx, testSession, JournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, ctx, j, evs[:3])
+	if err := j.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := env.js.Stream(ctx, env.pub.cfg.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(FenceSubject(env.pub.cfg.Prefix, testSession))); err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, ctx, j, evs[3:])
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := j.Sync(sctx); err != nil {
+		t.Fatalf("Sync after the fence expired: %v", err)
+	}
+	_, final, err := env.pub.OpenJournal(ctx, testSession, JournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(final) != 6 {
+		t.Errorf("%d events, want 6", len(final))
+	}
+}
