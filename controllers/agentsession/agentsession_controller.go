@@ -245,7 +245,9 @@ func (r *Reconciler) heldElsewhere(ctx context.Context, s *agentsv1.AgentSession
 	}
 	if p, ok := r.Runner.Progress(s.UID); ok && p.Done && p.Foreign != "" {
 		if r.Now().Before(p.ForeignUntil) {
-			// The runner found the session's journal with another install: look again later.
+			// The runner found the session claimed by another instance (this
+			// reconcile's cache had not seen the claim yet): say so, look again later.
+			r.announceForeign(ctx, s, p.Foreign)
 			return ctrl.Result{RequeueAfter: p.ForeignUntil.Sub(r.Now())}, true
 		}
 		r.Runner.Forget(s.UID)
@@ -261,19 +263,26 @@ func (r *Reconciler) heldElsewhere(ctx context.Context, s *agentsv1.AgentSession
 	if p, ok := r.Runner.Progress(s.UID); ok && p.Done {
 		r.Runner.Forget(s.UID) // a runner that found the claim taken: try again once it expires
 	}
+	r.announceForeign(ctx, s, f.Holder.String())
+	return ctrl.Result{RequeueAfter: time.Until(f.Until) + 100*time.Millisecond}, true
+}
+
+// announceForeign records the OwnedElsewhere Event of s, once per holder:
+// whichever of this reconciler's claim check or its runner found the
+// session claimed by holder.
+func (r *Reconciler) announceForeign(ctx context.Context, s *agentsv1.AgentSession, holder string) {
 	r.foreignMu.Lock()
 	if r.foreign == nil {
 		r.foreign = map[types.UID]string{}
 	}
-	announce := r.foreign[s.UID] != f.Holder.String()
-	r.foreign[s.UID] = f.Holder.String()
+	announce := r.foreign[s.UID] != holder
+	r.foreign[s.UID] = holder
 	r.foreignMu.Unlock()
 	if announce {
-		ctrl.LoggerFrom(ctx).Info("Session driven by another operator instance; leaving it alone", "owner", f.Holder.String())
+		ctrl.LoggerFrom(ctx).Info("Session driven by another operator instance; leaving it alone", "owner", holder)
 		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, ReasonOwnedElsewhere, "Claim",
-			"Driven by operator instance %s; instance %s leaves it alone until that claim ends", f.Holder, r.Claims.Me)
+			"Driven by operator instance %s; instance %s leaves it alone until that claim ends", holder, r.Claims.Me)
 	}
-	return ctrl.Result{RequeueAfter: time.Until(f.Until) + 100*time.Millisecond}, true
 }
 
 // ReasonOwnedElsewhere is the Event reason of a session another instance drives.
