@@ -271,23 +271,19 @@ func workspaceCondition(obs observation) metav1.Condition {
 // is priced.
 func treeCost(own string, children []agentsv1.ChildStatus) string {
 	sum, priced := pricing.Amount(0), false
-	for _, c := range append([]string{own}, childCosts(children)...) {
+	add := func(c string) {
 		if a, err := pricing.ParseAmount(c); c != "" && err == nil {
 			sum, priced = sum+a, true
 		}
+	}
+	add(own)
+	for _, c := range children {
+		add(c.TreeCost)
 	}
 	if !priced {
 		return ""
 	}
 	return sum.String()
-}
-
-func childCosts(children []agentsv1.ChildStatus) []string {
-	out := make([]string, 0, len(children))
-	for _, c := range children {
-		out = append(out, c.TreeCost)
-	}
-	return out
 }
 
 // mirrorProgress copies the runner's counters into status.

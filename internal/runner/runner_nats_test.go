@@ -65,78 +65,17 @@ func (c *modelCalls) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm
 func TestSessionPausesWhileNATSIsDownAndResumes(t *testing.T) {
 	ctx := t.Context()
 	srv, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{AckTimeout: 300 * time.Millisecond})
-	dir := t.TempDir()
-	gate := filepath.Join(dir, "gate")
-	if err := syscall.Mkfifo(gate, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	script := &scripted.Script{Turns: []scripted.Turn{
-		{Text: "Waiting for the gate.", ToolCalls: []scripted.ToolCall{{Name: "shell",
-			Arguments: []byte(`{"command": "cat gate >/dev/null && echo ran >> runs.log && echo released"}`)}}},
-		{Text: "done"},
-	}}
-	model := &modelCalls{Client: scripted.New(script, "demo")}
 	notified := make(chan struct{}, 1)
-	r, err := New(Options{
-		Reader:   noObjects{},
-		Journals: pub,
-		Clients:  func(context.Context, ClientConfig) (loop.Client, error) { return model, nil },
-		Envs: func(context.Context, *agentsv1.AgentSession, string) (tool.ExecutionEnvironment, error) {
-			return localenv.New(dir)
-		},
-		Notify: func(types.NamespacedName) {
-			select {
-			case notified <- struct{}{}:
-			default:
-			}
-		},
-		NotifyInterval: 10 * time.Millisecond,
-		Log:            logr.Discard(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shutdownAtCleanup(t, r)
-	obj := &agentsv1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "outage", UID: "uid-outage"},
-		Spec: agentsv1.AgentSessionSpec{
-			Prompt: "wait for the gate",
-			Model:  agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"},
-		},
-	}
-	if err := r.Ensure(obj, "pod"); err != nil {
-		t.Fatal(err)
-	}
-
-	// Opening the FIFO for writing returns once the tool opened it for
-	// reading: the tool runs, so its TOOL_CALL_START is durable.
-	opened := make(chan *os.File, 1)
-	go func() {
-		f, err := os.OpenFile(gate, os.O_WRONLY, 0)
-		if err != nil {
-			t.Error(err)
-			close(opened)
-			return
+	g := startGated(t, pub, "outage", func(types.NamespacedName) {
+		select {
+		case notified <- struct{}{}:
+		default:
 		}
-		opened <- f
-	}()
-	var w *os.File
-	select {
-	case w = <-opened:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the tool never opened the gate")
-	}
-	if w == nil {
-		t.FailNow()
-	}
+	})
+	r, obj, model, dir := g.r, g.obj, g.model, g.dir
 
 	srv.Stop()
-	if _, err := w.WriteString("go\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	g.release()
 	// The tool ends; its TOOL_CALL_END cannot be acknowledged, so the loop
 	// must wait at that boundary and say why.
 	down := waitProgress(t, r, obj.UID, "the journal reported unavailable", func(p Progress) bool { return !p.JournalAvailable })
@@ -227,6 +166,44 @@ func shutdownAtCleanup(t *testing.T, r *Runner) {
 func TestFencedRunnerStopsAtOnce(t *testing.T) {
 	ctx := t.Context()
 	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{AckTimeout: 300 * time.Millisecond})
+	g := startGated(t, pub, "fenced", nil)
+	r, obj, model := g.r, g.obj, g.model
+
+	ref := events.SessionRef{Namespace: obj.Namespace, Name: obj.Name, UID: string(obj.UID)}
+	_, before, err := pub.OpenJournal(ctx, ref, events.JournalOptions{}) // the takeover
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.release()
+	end := waitProgress(t, r, obj.UID, "the fenced runner ended", func(p Progress) bool { return p.Done })
+	if end.Phase == agentsv1.PhaseFailed || end.Phase == agentsv1.PhaseAborted {
+		t.Errorf("the fenced runner set phase %s (%s): the new writer owns the session", end.Phase, end.Error)
+	}
+	if n := model.calls.Load(); n != 1 {
+		t.Errorf("%d model calls, want 1: the fenced runner went on", n)
+	}
+	after, err := events.Replay(ctx, pub.JetStream(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("the journal grew from %d to %d events after the takeover: %v", len(before), len(after), after[len(before):])
+	}
+}
+
+// gated is a runner driving one scripted session whose only tool call
+// blocks on a FIFO until release: startGated returns once the tool runs, so
+// its TOOL_CALL_START is durable.
+type gated struct {
+	r       *Runner
+	obj     *agentsv1.AgentSession
+	model   *modelCalls
+	dir     string
+	release func()
+}
+
+func startGated(t *testing.T, pub *events.Publisher, name string, notify func(types.NamespacedName)) gated {
+	t.Helper()
 	dir := t.TempDir()
 	gate := filepath.Join(dir, "gate")
 	if err := syscall.Mkfifo(gate, 0o600); err != nil {
@@ -234,7 +211,7 @@ func TestFencedRunnerStopsAtOnce(t *testing.T) {
 	}
 	script := &scripted.Script{Turns: []scripted.Turn{
 		{Text: "Waiting for the gate.", ToolCalls: []scripted.ToolCall{{Name: "shell",
-			Arguments: []byte(`{"command": "cat gate >/dev/null && echo released"}`)}}},
+			Arguments: []byte(`{"command": "cat gate >/dev/null && echo ran >> runs.log && echo released"}`)}}},
 		{Text: "done"},
 	}}
 	model := &modelCalls{Client: scripted.New(script, "demo")}
@@ -245,6 +222,7 @@ func TestFencedRunnerStopsAtOnce(t *testing.T) {
 		Envs: func(context.Context, *agentsv1.AgentSession, string) (tool.ExecutionEnvironment, error) {
 			return localenv.New(dir)
 		},
+		Notify:         notify,
 		NotifyInterval: 10 * time.Millisecond,
 		Log:            logr.Discard(),
 	})
@@ -253,7 +231,7 @@ func TestFencedRunnerStopsAtOnce(t *testing.T) {
 	}
 	shutdownAtCleanup(t, r)
 	obj := &agentsv1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "fenced", UID: "uid-fenced"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID("uid-" + name)},
 		Spec: agentsv1.AgentSessionSpec{
 			Prompt: "wait for the gate",
 			Model:  agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"},
@@ -262,6 +240,7 @@ func TestFencedRunnerStopsAtOnce(t *testing.T) {
 	if err := r.Ensure(obj, "pod"); err != nil {
 		t.Fatal(err)
 	}
+	// Opening the FIFO for writing returns once the tool opened it for reading.
 	opened := make(chan *os.File, 1)
 	go func() {
 		f, err := os.OpenFile(gate, os.O_WRONLY, 0)
@@ -281,30 +260,13 @@ func TestFencedRunnerStopsAtOnce(t *testing.T) {
 	if w == nil {
 		t.FailNow()
 	}
-
-	ref := events.SessionRef{Namespace: obj.Namespace, Name: obj.Name, UID: string(obj.UID)}
-	_, before, err := pub.OpenJournal(ctx, ref, events.JournalOptions{}) // the takeover
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.WriteString("go\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	end := waitProgress(t, r, obj.UID, "the fenced runner ended", func(p Progress) bool { return p.Done })
-	if end.Phase == agentsv1.PhaseFailed || end.Phase == agentsv1.PhaseAborted {
-		t.Errorf("the fenced runner set phase %s (%s): the new writer owns the session", end.Phase, end.Error)
-	}
-	if n := model.calls.Load(); n != 1 {
-		t.Errorf("%d model calls, want 1: the fenced runner went on", n)
-	}
-	after, err := events.Replay(ctx, pub.JetStream(), ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(after) != len(before) {
-		t.Errorf("the journal grew from %d to %d events after the takeover: %v", len(before), len(after), after[len(before):])
-	}
+	return gated{r: r, obj: obj, model: model, dir: dir, release: func() {
+		t.Helper()
+		if _, err := w.WriteString("go\n"); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}}
 }
