@@ -709,7 +709,9 @@ type AgentSessionStatus struct {
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 
-	// conditions: Ready, WorkspaceReady, Completed, JournalAvailable.
+	// conditions: Ready, WorkspaceReady, Completed, JournalAvailable, ModelAvailable,
+	// HistoryAvailable, ChangesRecorded, ChangesPushed and Accepted (only on a session no
+	// install took up in time, see the ClassNotServed reason).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -17,6 +17,11 @@ const (
 	// ConditionHistoryAvailable is False when the session's journal is gone (older than the
 	// journal's retention): the session keeps its final phase, and a message cannot resume it.
 	ConditionHistoryAvailable = "HistoryAvailable"
+	// ConditionAccepted is False while no operator install has taken the session up because
+	// none serves its class (agent-operator.dev/class) in its namespace (ReasonClassNotServed),
+	// and True once the install serving the class took it up (ReasonClassServed). It is set only
+	// on sessions that were reported unserved.
+	ConditionAccepted = "Accepted"
 )
 
 // Condition reasons.
@@ -28,6 +33,12 @@ const (
 	ReasonModelResponding = "Responding"
 	// ReasonHistoryExpired: the journal no longer holds the session's events.
 	ReasonHistoryExpired = "HistoryExpired"
+	// ReasonClassNotServed: no operator install has taken the session up within the reporting
+	// install's --report-unserved-after of its creation: none serves its class in its namespace.
+	ReasonClassNotServed = "ClassNotServed"
+	// ReasonClassServed: the install serving the session's class took it up (after it was
+	// reported ClassNotServed).
+	ReasonClassServed = "ClassServed"
 	// ReasonPending: nothing has been done yet.
 	ReasonPending = "Pending"
 	// ReasonPodCreated: the workspace pod was created and is not Ready yet.

@@ -76,6 +76,9 @@ type options struct {
 	watchNamespaces []string
 	install         string
 	claimDuration   time.Duration
+	// reportUnserved is how long a session of a class no install serves
+	// waits before this install says so on it (0: never).
+	reportUnserved time.Duration
 	// prices is the price table: the built-in one, overridden by --prices-file.
 	prices *pricing.Table
 }
@@ -123,6 +126,7 @@ func parseFlags(args []string) (options, error) {
 	})
 	fs.StringVar(&o.install, "install-id", os.Getenv("POD_NAMESPACE"), "Identity of this install in session claims, shared by its replicas (the chart sets namespace/release).")
 	fs.DurationVar(&o.claimDuration, "session-claim-duration", claim.DefaultDuration, "How long a session's claim lasts without renewal; another install takes a session over only after it.")
+	fs.DurationVar(&o.reportUnserved, "report-unserved-after", time.Minute, "Report AgentSessions of other classes that no install took up this long after their creation (phase Pending, condition Accepted=False/ClassNotServed, a Warning Event); 0 disables.")
 	pricesFile := fs.String("prices-file", "", "YAML price table (the chart's pricing values) overriding and extending the built-in prices.")
 	var pools []string
 	fs.Func("warm-pool", "Keep pre-started workspace pods for new sessions: NAMESPACE=SIZE or NAMESPACE=SIZE:IMAGE (repeatable).",
@@ -145,6 +149,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.reconcilers < 1 {
 		return o, fmt.Errorf("--max-concurrent-reconciles %d: want 1 or more", o.reconcilers)
+	}
+	if o.reportUnserved < 0 {
+		return o, fmt.Errorf("--report-unserved-after %s: want 0 (never) or more", o.reportUnserved)
 	}
 	if o.claimDuration < 3*time.Second {
 		return o, fmt.Errorf("--session-claim-duration %s: want at least 3s", o.claimDuration)
@@ -293,6 +300,7 @@ func run(ctx context.Context, o options) error {
 	rec.MaxConcurrentReconciles = o.reconcilers
 	rec.Claims = &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetClient(), Me: me, Duration: o.claimDuration}
 	rec.Class = o.sessionClass
+	rec.ReportUnservedAfter = o.reportUnserved
 	rec.Metrics = metricsRec
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err

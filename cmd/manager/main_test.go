@@ -72,6 +72,17 @@ func TestParseFlags(t *testing.T) {
 			}
 		}},
 		{"no reconcilers", []string{"--max-concurrent-reconciles=0"}, "--max-concurrent-reconciles 0", nil},
+		{"unserved sessions reported after a minute by default", nil, "", func(t *testing.T, o options) {
+			if o.reportUnserved != time.Minute {
+				t.Errorf("reportUnserved = %s, want 1m", o.reportUnserved)
+			}
+		}},
+		{"unserved reporting disabled", []string{"--report-unserved-after=0"}, "", func(t *testing.T, o options) {
+			if o.reportUnserved != 0 {
+				t.Errorf("reportUnserved = %s, want 0", o.reportUnserved)
+			}
+		}},
+		{"negative unserved grace", []string{"--report-unserved-after=-1s"}, "--report-unserved-after -1s", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

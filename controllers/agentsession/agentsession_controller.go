@@ -73,6 +73,10 @@ type Reconciler struct {
 	// Class is the sessions this install handles: those whose
 	// agentsv1.LabelClass equals it ("" handles the unlabelled ones).
 	Class string
+	// ReportUnservedAfter is how long a session of another class may stay
+	// without a phase (no install took it up) before this install reports it
+	// Accepted=False/ClassNotServed (see unserved.go); 0 never reports.
+	ReportUnservedAfter time.Duration
 	// MaxConcurrentReconciles is how many sessions are reconciled at once
 	// (0: controller-runtime's default, 1). A session is never reconciled by
 	// two workers at once; across sessions the quota orders sessions by
@@ -143,7 +147,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("setup agentsession controller: %w", err)
 	}
-	ofClass := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[agentsv1.LabelClass] == r.Class })
+	ofClass := predicate.NewPredicateFuncs(r.watched)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.AgentSession{}, builder.WithPredicates(ofClass)).
 		Owns(&corev1.Pod{}, builder.WithPredicates(managed)).
@@ -177,7 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if s.Labels[agentsv1.LabelClass] != r.Class {
-		return ctrl.Result{}, nil // another install's session (its class)
+		return r.reportUnserved(ctx, s) // another install's session (its class)
 	}
 	if res, foreign := r.heldElsewhere(ctx, s); foreign {
 		return res, nil

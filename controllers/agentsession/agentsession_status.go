@@ -1,6 +1,7 @@
 package agentsession
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -128,6 +129,13 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 		completed.Status = metav1.ConditionTrue
 	}
 	setCondition(&st, agentsv1.ConditionCompleted, completed, gen)
+	if meta.FindStatusCondition(st.Conditions, agentsv1.ConditionAccepted) != nil {
+		// Another install reported the session unserved before this one,
+		// which serves its class, took it up (unserved.go).
+		setCondition(&st, agentsv1.ConditionAccepted, metav1.Condition{Type: agentsv1.ConditionAccepted,
+			Status: metav1.ConditionTrue, Reason: agentsv1.ReasonClassServed,
+			Message: fmt.Sprintf("taken up by the operator install serving class %q", s.Labels[agentsv1.LabelClass])}, gen)
+	}
 	if p := obs.progress; p != nil {
 		j := metav1.Condition{Type: agentsv1.ConditionJournalAvailable, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonJournalConnected}
 		if !p.JournalAvailable {

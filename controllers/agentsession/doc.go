@@ -10,4 +10,8 @@
 // or fails is Failed with reason WorkspaceLost when /workspace is an emptyDir
 // (the work is gone); with a persistentVolumeClaim the runner is detached, the
 // pod recreated on the same claim and the session resumes from its journal.
+//
+// Classes: the reconciler drives only the sessions of its Class; a session of
+// another class that no install took up within ReportUnservedAfter is marked
+// Pending with Accepted=False/ClassNotServed (see unserved.go).
 package agentsession
