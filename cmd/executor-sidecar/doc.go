@@ -5,12 +5,15 @@
 //
 // Usage:
 //
-//	executor-sidecar serve --root /workspace [--env-policy core|all|none] [--max-frame BYTES]
+//	executor-sidecar serve --root /workspace [--env-policy core|all|none] [--max-frame BYTES] [--owner-dir DIR]
 //	executor-sidecar idle
 //	executor-sidecar copy-to DIR
 //	executor-sidecar version
 //
-// serve logs only to stderr. idle sleeps until SIGTERM or SIGINT (exit 0)
+// serve logs only to stderr. --owner-dir (default
+// /tmp/agent-executor-owners) is where the serve processes of a pod keep
+// the owner record of each session, so a stream of a superseded driver is
+// refused (see internal/executor, "Owner records"). idle sleeps until SIGTERM or SIGINT (exit 0)
 // and reaps zombie children, so it can be a container's PID 1. copy-to
 // copies the running binary to DIR/executor-sidecar (for an init container
 // filling an emptyDir, so any workspace image can run it) with mode 0111.

@@ -79,7 +79,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  executor-sidecar serve --root DIR [--env-policy core|all|none] [--max-frame BYTES]
+  executor-sidecar serve --root DIR [--env-policy core|all|none] [--max-frame BYTES] [--owner-dir DIR]
   executor-sidecar idle
   executor-sidecar copy-to DIR
   executor-sidecar version
@@ -102,6 +102,7 @@ func serve(args []string, stdin io.Reader, stdout io.Writer, log logr.Logger) er
 	policy := fs.String("env-policy", string(tool.EnvInheritCore), "environment inherited by commands: core, all or none")
 	maxFrame := fs.Int("max-frame", executor.DefaultMaxFrame, "largest frame accepted or sent, in bytes")
 	confine := fs.Bool("confine", true, "confine file paths to --root")
+	ownerDir := fs.String("owner-dir", executor.DefaultOwnerDir, "directory of the pod's session owner records, shared by all serve processes of the pod (created 0700)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func serve(args []string, stdin io.Reader, stdout io.Writer, log logr.Logger) er
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log.Info("serving", "root", *root, "version", version)
-	if err := executor.Serve(ctx, stdin, stdout, env, executor.ServeOptions{MaxFrame: *maxFrame, Log: log}); err != nil {
+	if err := executor.Serve(ctx, stdin, stdout, env, executor.ServeOptions{MaxFrame: *maxFrame, Log: log, OwnerDir: *ownerDir}); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil

@@ -178,3 +178,56 @@ func TestServe(t *testing.T) {
 		t.Errorf("no log on stderr: %q", stderr.String())
 	}
 }
+
+// Two serve processes of one pod share --owner-dir: once a newer driver of
+// a session used the second, the first's stream of the older driver has its
+// next call refused, and a hello of the older driver is refused too (that
+// serve process exits with an error saying why).
+func TestServeProcessesShareOwnerRecords(t *testing.T) {
+	root, owners := t.TempDir(), filepath.Join(t.TempDir(), "owners")
+	start := func(o executor.Owner) (*executor.Client, *exec.Cmd, *bytes.Buffer, error) {
+		cmd := exec.Command(binary, "serve", "--root", root, "--owner-dir", owners)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		c, err := executor.NewClientContext(t.Context(), conn{stdout, stdin}, executor.WithOwner(o))
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+		return c, cmd, &stderr, err
+	}
+	old := executor.Owner{SessionUID: "uid-1", Holder: "ns-a/ao/ao-1", Epoch: 1}
+	newer := executor.Owner{SessionUID: "uid-1", Holder: "ns-b/ao/ao-2", Epoch: 2}
+	oc, _, _, err := start(old)
+	if err != nil {
+		t.Fatalf("older driver: %v", err)
+	}
+	if _, err := oc.FileExists(t.Context(), "."); err != nil {
+		t.Fatalf("older driver before the takeover: %v", err)
+	}
+	nc, _, _, err := start(newer)
+	if err != nil {
+		t.Fatalf("newer driver: %v", err)
+	}
+	if _, err := nc.FileExists(t.Context(), "."); err != nil {
+		t.Fatalf("newer driver: %v", err)
+	}
+	if _, err := oc.FileExists(t.Context(), "."); !errors.Is(err, executor.ErrNotOwner) {
+		t.Errorf("older driver after the takeover = %v, want ErrNotOwner", err)
+	}
+	_, cmd, stderr, err := start(old)
+	if !errors.Is(err, executor.ErrNotOwner) {
+		t.Fatalf("older driver's new stream = %v, want ErrNotOwner", err)
+	}
+	if werr := cmd.Wait(); werr == nil || !strings.Contains(stderr.String(), "superseded") {
+		t.Errorf("refused serve exited with %v, stderr %q; want an error naming the refusal", werr, stderr.String())
+	}
+	if st, err := os.Stat(owners); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("owner directory %v, %v; want created with mode 0700", st, err)
+	}
+}

@@ -64,13 +64,20 @@ func TestSessionClaimedByAnotherInstallIsLeftAloneUntilTheClaimExpires(t *testin
 	if final.Status.Turns != 2 {
 		t.Errorf("turns = %d after the takeover, want 2", final.Status.Turns)
 	}
-	// The idle session's runner gave the claim up.
+	// The idle session's runner gave the claim up: the Lease stays (so its
+	// transitions, the fencing epoch, only grow) with no holder.
 	eventually(t, "the claim released", func() error {
-		err := testClient.Get(t.Context(), client.ObjectKeyFromObject(lease), &coordinationv1.Lease{})
-		if apierrors.IsNotFound(err) {
-			return nil
+		l := &coordinationv1.Lease{}
+		if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(lease), l); err != nil {
+			return err
 		}
-		return fmt.Errorf("claim still there (err %v)", err)
+		if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" {
+			return fmt.Errorf("claim still held by %q", h)
+		}
+		if ptr.Deref(l.Spec.LeaseTransitions, 0) < 1 {
+			return fmt.Errorf("leaseTransitions %d after a takeover, want >= 1", ptr.Deref(l.Spec.LeaseTransitions, 0))
+		}
+		return nil
 	})
 }
 

@@ -61,7 +61,7 @@ func (w *workspaceDirs) dir(s *agentsv1.AgentSession) (string, error) {
 	return d, nil
 }
 
-func (w *workspaceDirs) envFactory(_ context.Context, s *agentsv1.AgentSession, _ string) (tool.ExecutionEnvironment, error) {
+func (w *workspaceDirs) envFactory(_ context.Context, s *agentsv1.AgentSession, _ string, _ runner.Driver) (tool.ExecutionEnvironment, error) {
 	d, err := w.dir(s)
 	if err != nil {
 		return nil, err

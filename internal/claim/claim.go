@@ -88,7 +88,12 @@ func (f *Foreign) Error() string {
 type Claim struct {
 	c     *Claims
 	lease *coordinationv1.Lease
-	// Fence increases with every change of holder (the Lease's transitions).
+	// Fence increases with every change of holder (the Lease's
+	// transitions), including every acquisition of a released claim, and
+	// never goes back: the Lease lives as long as the session (Release
+	// keeps it), so its transitions are never counted from 0 again. The
+	// executor refuses a driver whose fence is older than one it has seen
+	// (executor.Owner.Epoch).
 	Fence int32
 }
 
@@ -110,7 +115,7 @@ func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim,
 				}
 				return nil, fmt.Errorf("create claim: %w", err)
 			}
-			return &Claim{c: c, lease: l}, nil
+			return &Claim{c: c, lease: l, Fence: ptr.Deref(l.Spec.LeaseTransitions, 0)}, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read claim: %w", err)
@@ -119,7 +124,7 @@ func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim,
 		if f := c.foreign(l, holder, now); f != nil {
 			return nil, f
 		}
-		if holder != c.Me {
+		if holder != c.Me { // also a released claim (no holder): every new holding is a new epoch
 			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 			l.Spec.AcquireTime = &metav1.MicroTime{Time: now}
 		}
@@ -250,11 +255,37 @@ func (cl *Claim) renew(ctx context.Context) error {
 }
 
 // Release gives the claim up, so another instance may drive the session at
-// once (when it is still this instance's).
+// once (when it is still this instance's): it clears the Lease's holder and
+// renewal time, only if this instance still holds it. The Lease itself
+// stays (its ownerReference lets the garbage collector delete it with the
+// session), so that the next holder's fence counts on from this one's: a
+// Lease created anew would start its transitions at 0 again.
 func (cl *Claim) Release(ctx context.Context) error {
-	err := cl.c.Client.Delete(ctx, cl.lease, client.Preconditions{ResourceVersion: &cl.lease.ResourceVersion})
-	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // gone, or renewed/taken since: nothing of ours to release
+	l := cl.lease.DeepCopy()
+	for range 5 {
+		if ptr.Deref(l.Spec.HolderIdentity, "") != cl.c.Me.String() {
+			return nil // taken since: nothing of ours to release
+		}
+		l.Spec.HolderIdentity = nil
+		l.Spec.RenewTime = nil
+		err := cl.c.Client.Update(ctx, l) // with l's resourceVersion: refused if the Lease changed
+		switch {
+		case err == nil:
+			cl.lease = l
+			return nil
+		case apierrors.IsNotFound(err):
+			return nil // gone with the session
+		case !apierrors.IsConflict(err):
+			return fmt.Errorf("release claim: %w", err)
+		}
+		fresh := &coordinationv1.Lease{}
+		if err := cl.c.Reader.Get(ctx, client.ObjectKeyFromObject(l), fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("release claim: %w", err)
+		}
+		l = fresh
 	}
-	return fmt.Errorf("release claim: %w", err)
+	return errors.New("release claim: the Lease kept changing; it expires by itself")
 }

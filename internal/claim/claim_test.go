@@ -2,13 +2,13 @@ package claim
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -38,7 +38,12 @@ func apiClient(t *testing.T) client.Client {
 
 func session(t *testing.T, c client.Client) *agentsv1.AgentSession {
 	t.Helper()
-	s := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s1"},
+	return sessionNamed(t, c, "s1")
+}
+
+func sessionNamed(t *testing.T, c client.Client, name string) *agentsv1.AgentSession {
+	t.Helper()
+	s := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: agentsv1.AgentSessionSpec{Prompt: "p", Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "m",
 			ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: "x"}}}}
 	if err := c.Create(t.Context(), s); err != nil {
@@ -102,7 +107,8 @@ func TestClaimsKeepOneDriverPerSession(t *testing.T) {
 	if err := second.renew(t.Context()); !errors.Is(err, errTaken) {
 		t.Fatalf("renewal by the old holder = %v, want taken", err)
 	}
-	// Releasing a claim someone else took deletes nothing; the holder's release frees it.
+	// Releasing a claim someone else took changes nothing; the holder's
+	// release frees it and keeps the Lease (and its count of transitions).
 	if err := second.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +118,83 @@ func TestClaimsKeepOneDriverPerSession(t *testing.T) {
 	if err := third.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: s.Namespace, Name: Name(s.UID)}, l); !apierrors.IsNotFound(err) {
-		t.Fatalf("after release: %v, want the Lease gone", err)
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: s.Namespace, Name: Name(s.UID)}, l); err != nil {
+		t.Fatalf("after release: %v, want the Lease kept", err)
+	}
+	if l.Spec.HolderIdentity != nil || l.Spec.RenewTime != nil || ptr.Deref(l.Spec.LeaseTransitions, -1) != third.Fence {
+		t.Errorf("released Lease spec %+v, want no holder, no renewal, transitions %d", l.Spec, third.Fence)
+	}
+	for _, who := range []*Claims{a, b} {
+		if h, err := who.Holding(t.Context(), s.Namespace, s.UID); err != nil || h != nil {
+			t.Errorf("Holding of a released claim seen by %s = %+v, %v; want free", who.Me, h, err)
+		}
+	}
+}
+
+// Fences (the executor's epochs) only grow: across a release and a new
+// acquisition by anyone, and across a takeover after expiry; a holder that
+// re-acquires its own live claim keeps its fence.
+func TestClaimEpochsOnlyGrow(t *testing.T) {
+	c := apiClient(t)
+	type step struct {
+		who     string        // "a", "b" (another install) or "a2" (another replica of a's install)
+		release bool          // release who's last claim instead of acquiring
+		advance time.Duration // move the clock first
+		fence   int32         // the fence an acquisition must return
+		foreign bool          // the acquisition must find another install's live claim
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"created at 0", []step{{who: "a", fence: 0}}},
+		{"released, then another install", []step{{who: "a", fence: 0}, {who: "a", release: true}, {who: "b", fence: 1},
+			{who: "b", release: true}, {who: "a", fence: 2}}},
+		{"released, then the same instance", []step{{who: "a", fence: 0}, {who: "a", release: true}, {who: "a", fence: 1},
+			{who: "a", release: true}, {who: "a", fence: 2}}},
+		{"re-acquiring a live claim of one's own keeps the fence", []step{{who: "a", fence: 0}, {who: "a", fence: 0}}},
+		{"takeover after expiry", []step{{who: "a", fence: 0}, {who: "b", advance: 16 * time.Second, fence: 1},
+			{who: "a", advance: 16 * time.Second, fence: 2}}},
+		{"a stale release frees nothing", []step{{who: "a", fence: 0}, {who: "b", advance: 16 * time.Second, fence: 1},
+			{who: "a", release: true}, {who: "a", foreign: true}, {who: "b", release: true}, {who: "a", fence: 2},
+			{who: "a", release: true}, {who: "a2", fence: 3}}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := sessionNamed(t, c, fmt.Sprintf("epochs-%d", i))
+			now := time.Now()
+			clock := func() time.Time { return now }
+			who := map[string]*Claims{
+				"a":  {Client: c, Reader: c, Me: Holder{Install: "ns-a/ao", Pod: "ao-1"}, Duration: 15 * time.Second, Now: clock},
+				"a2": {Client: c, Reader: c, Me: Holder{Install: "ns-a/ao", Pod: "ao-2"}, Duration: 15 * time.Second, Now: clock},
+				"b":  {Client: c, Reader: c, Me: Holder{Install: "ns-b/ao", Pod: "ao-9"}, Duration: 15 * time.Second, Now: clock},
+			}
+			last := map[string]*Claim{}
+			for n, st := range tt.steps {
+				now = now.Add(st.advance)
+				if st.release {
+					if err := last[st.who].Release(t.Context()); err != nil {
+						t.Fatalf("step %d: release by %s: %v", n, st.who, err)
+					}
+					continue
+				}
+				cl, err := who[st.who].Acquire(t.Context(), s)
+				var f *Foreign
+				if st.foreign {
+					if !errors.As(err, &f) {
+						t.Fatalf("step %d: acquire by %s = %v, want Foreign", n, st.who, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("step %d: acquire by %s: %v", n, st.who, err)
+				}
+				if cl.Fence != st.fence {
+					t.Fatalf("step %d: %s acquired fence %d, want %d", n, st.who, cl.Fence, st.fence)
+				}
+				last[st.who] = cl
+			}
+		})
 	}
 }
 

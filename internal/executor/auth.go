@@ -41,11 +41,15 @@ const (
 	domainBody   = 'B'
 )
 
-// clientHello is the body of the client's hello: the common fields and the
-// fresh key that authenticates every later frame of the stream.
+// clientHello is the body of the client's hello: the common fields, the
+// fresh key that authenticates every later frame of the stream and the
+// optional owner token.
 type clientHello struct {
 	Hello
 	Key []byte `json:"key,omitempty"`
+	// Owner, when set, makes the server check every call of the stream
+	// against the session's owner record (owner.go).
+	Owner *Owner `json:"owner,omitempty"`
 }
 
 // serverHello is the body of the server's hello: the common fields and a

@@ -43,6 +43,20 @@ func WithCancelWait(d time.Duration) ClientOption { return func(c *Client) { c.c
 // stream is failed as corrupt (default DefaultStallTimeout).
 func WithStallTimeout(d time.Duration) ClientOption { return func(c *Client) { c.stallTimeout = d } }
 
+// WithOwner makes the stream present o in its hello: the executor then
+// refuses the stream's hello and calls (ErrNotOwner) once a newer driver of
+// o's session has used the workspace. A zero Owner leaves the stream
+// unchecked.
+func WithOwner(o Owner) ClientOption {
+	return func(c *Client) {
+		if o.IsZero() {
+			c.owner = nil
+			return
+		}
+		c.owner = &o
+	}
+}
+
 // Client is a tool.ExecutionEnvironment over a protocol stream. It is safe
 // for concurrent use; calls are multiplexed over the one stream.
 type Client struct {
@@ -51,6 +65,7 @@ type Client struct {
 	sendMax    int
 	cancelWait time.Duration
 	hello      Hello
+	owner      *Owner // presented in the hello; nil: unchecked
 
 	stallTimeout time.Duration
 	progress     progressReader // what readLoop reads through
@@ -120,11 +135,16 @@ func NewClientContext(ctx context.Context, rw io.ReadWriteCloser, opts ...Client
 // both directions to authenticated frames. The key exists only in this
 // client and in the server process; it is never logged or stored elsewhere.
 func (c *Client) handshake() (Hello, error) {
+	if c.owner != nil {
+		if err := c.owner.Validate(); err != nil {
+			return Hello{}, fmt.Errorf("executor handshake: %w", err)
+		}
+	}
 	key, err := newStreamKey()
 	if err != nil {
 		return Hello{}, fmt.Errorf("executor handshake: %w", err)
 	}
-	if err := c.write(&Frame{Kind: KindHello, Body: mustJSON(clientHello{Hello: Hello{Version: Version, MaxFrame: c.max}, Key: key})}, c.max); err != nil {
+	if err := c.write(&Frame{Kind: KindHello, Body: mustJSON(clientHello{Hello: Hello{Version: Version, MaxFrame: c.max}, Key: key, Owner: c.owner})}, c.max); err != nil {
 		return Hello{}, fmt.Errorf("executor handshake: %w", err)
 	}
 	f, err := ReadFrame(c.rw, c.max)
@@ -132,7 +152,7 @@ func (c *Client) handshake() (Hello, error) {
 		return Hello{}, fmt.Errorf("executor handshake: %w", err)
 	}
 	if f.Kind == KindError {
-		return Hello{}, fmt.Errorf("executor handshake: %w", &RemoteError{Code: f.Error.Code, Message: f.Error.Message})
+		return Hello{}, fmt.Errorf("executor handshake: %w", remoteError(f.Error))
 	}
 	if f.Kind != KindHello {
 		return Hello{}, fmt.Errorf("executor handshake: expected hello, got %s frame", f.Kind)
@@ -377,7 +397,7 @@ func (c *Client) do(ctx context.Context, op string, args, out any, onOutput func
 		if len(f.Body) > 0 && out != nil {
 			_ = json.Unmarshal(f.Body, out)
 		}
-		return fmt.Errorf("%s: %w", op, &RemoteError{Code: f.Error.Code, Message: f.Error.Message})
+		return fmt.Errorf("%s: %w", op, remoteError(f.Error))
 	}
 	if out != nil {
 		if err := json.Unmarshal(f.Body, out); err != nil {

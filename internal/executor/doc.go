@@ -53,6 +53,35 @@
 // never ends the stream. When the input ends, every call in flight is
 // cancelled.
 //
+// # Owner records
+//
+// The client's hello may carry an optional owner token,
+// "owner":{"sessionUID":...,"holder":...,"epoch":...} (Owner, set with
+// WithOwner): the AgentSession driven over the stream, the operator
+// instance driving it (its claim Lease's holderIdentity) and the claim's
+// epoch (the Lease's leaseTransitions, which grow with every change of
+// driver). Servers that predate the field ignore it; a stream without one
+// is never checked. The protocol version stays 2.
+//
+// For a stream with an owner the server keeps, in a directory shared by all
+// serve processes of the pod (ServeOptions.OwnerDir, default
+// DefaultOwnerDir, created 0700), one record per session UID: the newest
+// holder and epoch it has seen. At the hello and before every call of the
+// stream it checks the record under the session's flock: a newer epoch, or
+// the same epoch with another holder, refuses the hello or the call with an
+// error of code "not_owner" (ErrNotOwner through RemoteError.Unwrap) whose
+// message names the current holder (quoted) and epoch, and whose "owner"
+// field carries them; a newer (or first) epoch of the stream's own is
+// recorded; the record's epoch never goes back. A refused hello ends the
+// stream; a refused call leaves the stream open (its calls keep being
+// refused), and a call already running when a newer driver arrives is not
+// interrupted. The record is written through a new temporary file renamed
+// over it; records and locks are opened without following symbolic links,
+// must be regular files and are read up to 4 KiB: a record that is not an
+// executor's (garbage, too large, a link, a FIFO, a lock held for longer
+// than two seconds) refuses its session's calls with not_owner too, and
+// affects no other session. See docs/security.md ("Superseded drivers").
+//
 // ProtectProcess makes the serving process non-dumpable, so processes of
 // the same user (the commands it runs) cannot open its descriptors or read
 // the key from its memory; the sidecar calls it before serving.

@@ -40,6 +40,9 @@ type Frame struct {
 type WireError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Owner is the session's current driver per the workspace's owner
+	// record, on a CodeNotOwner refusal by a newer driver.
+	Owner *Owner `json:"owner,omitempty"`
 }
 
 var (

@@ -19,6 +19,10 @@ type ServeOptions struct {
 	MaxFrame int
 	// Log receives connection-level problems (never request contents).
 	Log logr.Logger
+	// OwnerDir is the directory of the pod's owner records, shared by all
+	// its serve processes (default DefaultOwnerDir, created 0700 when
+	// missing). Only streams whose hello carries an Owner use it.
+	OwnerDir string
 }
 
 // Serve answers protocol frames read from r with frames written to w,
@@ -33,7 +37,10 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, env tool.ExecutionEnvi
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	s := &server{env: env, w: w, max: opts.MaxFrame, log: opts.Log, calls: map[uint64]context.CancelFunc{},
+	if opts.OwnerDir == "" {
+		opts.OwnerDir = DefaultOwnerDir
+	}
+	s := &server{env: env, w: w, max: opts.MaxFrame, log: opts.Log, ownerDir: opts.OwnerDir, calls: map[uint64]context.CancelFunc{},
 		keyed: make(chan *opener)}
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
@@ -95,6 +102,9 @@ type server struct {
 	max int
 	log logr.Logger
 
+	ownerDir string
+	owner    *ownerGuard // set by the handshake when the hello carries an Owner
+
 	wmu sync.Mutex
 	w   io.Writer
 	out *sealer // under wmu; nil until the handshake is done
@@ -136,6 +146,20 @@ func (s *server) handshake(ctx context.Context, next func() (*Frame, error)) err
 			s.send(&Frame{Kind: KindError, Error: wireErrorf(CodeBadRequest, "hello: a %d-byte stream key is required, got %d bytes", KeySize, len(h.Key))})
 			s.verdict(ctx, nil)
 			continue
+		}
+		if h.Owner != nil {
+			if err := h.Owner.Validate(); err != nil {
+				s.send(&Frame{Kind: KindError, Error: wireErrorf(CodeBadRequest, "hello: %v", err)})
+				s.verdict(ctx, nil)
+				continue
+			}
+			g := &ownerGuard{dir: s.ownerDir, owner: *h.Owner}
+			if err := g.check(ctx); err != nil {
+				s.log.Info("refused the hello of a superseded driver", "error", err.Error())
+				s.send(&Frame{Kind: KindError, Error: notOwnerWire(err)})
+				return fmt.Errorf("handshake: %w", err)
+			}
+			s.owner = g
 		}
 		return s.accept(ctx, h)
 	}
@@ -244,6 +268,10 @@ func (s *server) call(ctx context.Context, f *Frame) (resp *Frame) {
 			resp = &Frame{Kind: KindError, Error: wireErrorf(CodeInternal, "%s: internal error in the executor", f.Op)}
 		}
 	}()
+	if err := s.owner.check(ctx); err != nil {
+		s.log.Info("refused a call of a superseded driver", "op", f.Op, "error", err.Error())
+		return &Frame{Kind: KindError, Error: notOwnerWire(err)}
+	}
 	decode := func(v any) *Frame {
 		if len(f.Body) == 0 {
 			return nil

@@ -39,6 +39,7 @@ const (
 	CodeInternal      = "internal"
 	CodeFailed        = "failed"   // any other error of the environment
 	CodeConflict      = "conflict" // conditional write: the file changed
+	// CodeNotOwner (owner.go): the stream's driver was superseded.
 )
 
 // Hello is the body of hello frames.
@@ -121,10 +122,22 @@ type GlobResult struct {
 // RemoteError is an error reported by the other side. It unwraps to the
 // sentinel error matching its code (tool.ErrPathEscapes, tool.ErrNotFound,
 // localenv.ErrTooLarge, ErrFrameTooLarge, context.Canceled,
-// context.DeadlineExceeded), so errors.Is works across the stream.
+// context.DeadlineExceeded, ErrNotOwner, ...), so errors.Is works across the
+// stream.
 type RemoteError struct {
 	Code    string
 	Message string
+	// Owner is the session's current driver, on a CodeNotOwner refusal by
+	// a newer driver (nil otherwise).
+	Owner *Owner
+}
+
+// remoteError converts an error frame's error.
+func remoteError(we *WireError) *RemoteError {
+	if we == nil {
+		return &RemoteError{Code: CodeInternal, Message: "error frame without an error"}
+	}
+	return &RemoteError{Code: we.Code, Message: we.Message, Owner: we.Owner}
 }
 
 // Error returns the other side's message.
@@ -149,6 +162,8 @@ func (e *RemoteError) Unwrap() error {
 		return ErrMalformedFrame
 	case CodeConflict:
 		return tool.ErrConflict
+	case CodeNotOwner:
+		return ErrNotOwner
 	}
 	return nil
 }
@@ -173,6 +188,8 @@ func toWire(err error) *WireError {
 		code = CodeBadFrame
 	case errors.Is(err, tool.ErrConflict):
 		code = CodeConflict
+	case errors.Is(err, ErrNotOwner):
+		return notOwnerWire(err)
 	}
 	return &WireError{Code: code, Message: err.Error()}
 }

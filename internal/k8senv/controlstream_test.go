@@ -76,3 +76,63 @@ func TestCorruptedStreamFailsTheCallAndReconnects(t *testing.T) {
 		})
 	}
 }
+
+// Two operator instances drive the same session in one pod, the second
+// under a newer claim epoch: its streams work; the first's stream has its
+// next call refused with executor.ErrNotOwner, and so has every stream it
+// reconnects. Another session sharing the pod keeps its own stream and
+// record.
+func TestSupersededDriverIsRefused(t *testing.T) {
+	h := newHarness(t)
+	owners := t.TempDir()
+	withOwners := func(c *Config) { c.ServeArgs = []string{"--owner-dir", owners} }
+	stale, current := newPool(t, h, withOwners), newPool(t, h, withOwners)
+	target := func(o executor.Owner) Target {
+		tg := h.target()
+		tg.Owner = o
+		return tg
+	}
+	old := executor.Owner{SessionUID: "uid-1", Holder: "ns-a/ao/ao-1", Epoch: 4}
+	newer := executor.Owner{SessionUID: "uid-1", Holder: "ns-b/ao/ao-9", Epoch: 5}
+	oldEnv := stale.Env(target(old))
+	call := func(env *Env) error {
+		_, err := env.ExecCommand(t.Context(), "true", tool.ExecOptions{})
+		return err
+	}
+	if err := call(oldEnv); err != nil {
+		t.Fatalf("the first driver before the takeover: %v", err)
+	}
+	newEnv := current.Env(target(newer))
+	if err := call(newEnv); err != nil {
+		t.Fatalf("the newer driver: %v", err)
+	}
+	// The stale driver's open stream: its next call is refused.
+	err := call(oldEnv)
+	var re *executor.RemoteError
+	if !errors.Is(err, executor.ErrNotOwner) || !errors.As(err, &re) || re.Owner == nil || *re.Owner != newer {
+		t.Fatalf("the stale driver's call = %v, want ErrNotOwner naming %+v", err, newer)
+	}
+	// A child session sharing the pod, driven by the newer instance: its own stream, its own record.
+	child := current.Env(target(executor.Owner{SessionUID: "uid-2", Holder: newer.Holder, Epoch: 0}))
+	if err := call(child); err != nil {
+		t.Fatalf("another session in the pod: %v", err)
+	}
+	// Every stream breaks; reconnecting, the stale driver is refused at its hello.
+	h.killSidecars()
+	reconnected := func(env *Env) error {
+		deadline := time.Now().Add(10 * time.Second)
+		err := call(env)
+		for errors.Is(err, executor.ErrStreamClosed) && time.Now().Before(deadline) {
+			err = call(env) // a call may still find the old stream closing; the next one reconnects
+		}
+		return err
+	}
+	if err := reconnected(oldEnv); !errors.Is(err, executor.ErrNotOwner) {
+		t.Errorf("the stale driver after a reconnect = %v, want ErrNotOwner", err)
+	}
+	for _, env := range []*Env{newEnv, child} {
+		if err := reconnected(env); err != nil {
+			t.Errorf("a current driver after a reconnect: %v", err)
+		}
+	}
+}

@@ -65,9 +65,23 @@ type Target struct {
 	// (or first) container.
 	Container string
 	Expect    Expect
+	// Owner, when set, is presented by every stream opened for this target
+	// (reconnects too): the sidecar then refuses the stream's calls with
+	// executor.ErrNotOwner once a newer driver of Owner.SessionUID used
+	// the pod. Targets with different owners never share a stream.
+	Owner executor.Owner
 }
 
 func (t Target) key() string { return t.Namespace + "/" + t.Pod + "/" + t.Container }
+
+// connKey identifies the stream of a target: one per pod, container and
+// owner.
+func (t Target) connKey() string {
+	if t.Owner.IsZero() {
+		return t.key()
+	}
+	return fmt.Sprintf("%s/%s/%q/%d", t.key(), t.Owner.SessionUID, t.Owner.Holder, t.Owner.Epoch)
+}
 
 // Config configures a Pool.
 type Config struct {
@@ -152,7 +166,7 @@ func NewPool(cfg Config) (*Pool, error) {
 }
 
 // Env returns the execution environment of target. Environments of the same
-// pod and container share one stream. After Close, environments fail with
+// pod, container and owner share one stream. After Close, environments fail with
 // executor.ErrStreamClosed.
 func (p *Pool) Env(target Target) *Env {
 	p.mu.Lock()
@@ -160,10 +174,10 @@ func (p *Pool) Env(target Target) *Env {
 	if p.closed {
 		return &Env{pc: &podConn{pool: p, target: target, closed: true}, target: target}
 	}
-	pc := p.conns[target.key()]
+	pc := p.conns[target.connKey()]
 	if pc == nil {
 		pc = &podConn{pool: p, target: target}
-		p.conns[target.key()] = pc
+		p.conns[target.connKey()] = pc
 	}
 	return &Env{pc: pc, target: target}
 }
@@ -313,6 +327,9 @@ func (p *Pool) open(ctx context.Context, t Target) (*executor.Client, error) {
 	var opts []executor.ClientOption
 	if p.cfg.StallTimeout > 0 {
 		opts = append(opts, executor.WithStallTimeout(p.cfg.StallTimeout))
+	}
+	if !t.Owner.IsZero() {
+		opts = append(opts, executor.WithOwner(t.Owner))
 	}
 	c, err := executor.NewClientContext(dctx, rwc, opts...)
 	if err != nil {

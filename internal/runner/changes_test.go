@@ -44,7 +44,7 @@ func TestSucceededInputRecordsTheChange(t *testing.T) {
 		Reader:   noObjects{},
 		Journals: pub,
 		Clients:  func(context.Context, ClientConfig) (loop.Client, error) { return scripted.New(script, "demo"), nil },
-		Envs: func(context.Context, *agentsv1.AgentSession, string) (tool.ExecutionEnvironment, error) {
+		Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
 			return localenv.New(dir)
 		},
 		NotifyInterval: 10 * time.Millisecond,

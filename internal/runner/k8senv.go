@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/executor"
 	"github.com/agent-operator/agent-operator/internal/k8senv"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 )
@@ -16,11 +17,18 @@ const WorkspaceContainer = "workspace"
 
 // K8sEnvFactory returns an EnvFactory over pool: tools run in the workspace
 // container of the session's pod, which k8senv checks (labels and controller
-// ownerReference) before every stream.
+// ownerReference) before every stream. Every stream presents the driver's
+// owner token (the session's UID, the holder and the claim's epoch), so the
+// sidecar refuses it once a newer driver of the session has used the pod.
 func K8sEnvFactory(pool *k8senv.Pool) EnvFactory {
-	return func(_ context.Context, s *agentsv1.AgentSession, pod string) (tool.ExecutionEnvironment, error) {
+	return func(_ context.Context, s *agentsv1.AgentSession, pod string, d Driver) (tool.ExecutionEnvironment, error) {
 		owner, ownerUID := WorkspaceOwner(s)
+		var token executor.Owner
+		if d.Holder != "" {
+			token = executor.Owner{SessionUID: string(s.UID), Holder: d.Holder, Epoch: d.Epoch}
+		}
 		return pool.Env(k8senv.Target{
+			Owner:     token,
 			Namespace: s.Namespace,
 			Pod:       pod,
 			Container: WorkspaceContainer,

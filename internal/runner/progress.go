@@ -56,7 +56,9 @@ type Progress struct {
 	HistoryExpired bool
 	// Foreign is set when another operator instance holds the session's
 	// claim: this runner ran nothing and ended. ForeignUntil is when that
-	// claim expires unless renewed.
+	// claim expires unless renewed. It is also set when the workspace
+	// refused this instance as a superseded driver (owner.go): the runner
+	// stopped at once, detached, and ForeignUntil is a claim's duration later.
 	Foreign      string
 	ForeignUntil time.Time
 	// ClaimError is why the claim could not be read or written.

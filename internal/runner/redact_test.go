@@ -80,7 +80,7 @@ func TestStatusNeverShowsTheAPIKey(t *testing.T) {
 					gotKey = cc.APIKey
 					return scripted.New(&scripted.Script{Turns: tt.turns}, "demo"), nil
 				},
-				Envs: func(context.Context, *agentsv1.AgentSession, string) (tool.ExecutionEnvironment, error) {
+				Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
 					return localenv.New(t.TempDir())
 				},
 				Notify:         func(types.NamespacedName) {},

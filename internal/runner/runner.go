@@ -26,9 +26,12 @@ import (
 const DefaultNotifyInterval = 2 * time.Second
 
 // EnvFactory returns the execution environment of a session whose workspace
-// pod is pod. The manager uses K8sEnvFactory; envtest suites, which have no
-// kubelet, use a LocalExecutionEnvironment in a temporary directory.
-type EnvFactory func(ctx context.Context, s *agentsv1.AgentSession, pod string) (tool.ExecutionEnvironment, error)
+// pod is pod, driven by this instance under d (the zero Driver without
+// claims): every stream of the environment presents d, so the workspace
+// refuses it once a newer driver of the session used it. The manager uses
+// K8sEnvFactory; envtest suites, which have no kubelet, use a
+// LocalExecutionEnvironment in a temporary directory.
+type EnvFactory func(ctx context.Context, s *agentsv1.AgentSession, pod string, d Driver) (tool.ExecutionEnvironment, error)
 
 // JournalOpener opens the journal of a session and returns its events so far
 // (*events.Publisher implements it).

@@ -219,7 +219,7 @@ func startGated(t *testing.T, pub *events.Publisher, name string, notify func(ty
 		Reader:   noObjects{},
 		Journals: pub,
 		Clients:  func(context.Context, ClientConfig) (loop.Client, error) { return model, nil },
-		Envs: func(context.Context, *agentsv1.AgentSession, string) (tool.ExecutionEnvironment, error) {
+		Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
 			return localenv.New(dir)
 		},
 		Notify:         notify,

@@ -67,6 +67,12 @@ type session struct {
 	redactor *events.Redactor
 	// env is the session's workspace environment once built (changes.go).
 	env tool.ExecutionEnvironment
+	// driver is the claim this runner drives the session under, presented
+	// to the workspace by every stream (owner.go); set before build.
+	driver Driver
+	// superOnce makes the workspace's first refusal of this driver stop the
+	// session; later refusals only fail their calls.
+	superOnce sync.Once
 }
 
 func newSession(r *Runner, obj *agentsv1.AgentSession, pod string) *session {
@@ -207,6 +213,7 @@ func (s *session) run() {
 	if cl, ok := s.claim(); !ok {
 		return // another instance drives the session, or the claim failed
 	} else if cl != nil {
+		s.driver = driverOf(s.r.opts.Claims.Me, cl)
 		keepCtx, stopKeeping := context.WithCancel(s.ctx)
 		kept := make(chan struct{})
 		go func() {
@@ -292,10 +299,13 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	env, err := s.r.opts.Envs(ctx, s.obj, s.pod)
+	env, err := s.r.opts.Envs(ctx, s.obj, s.pod, s.driver)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("open workspace environment: %w", err)
 	}
+	// A workspace that has seen a newer driver of the session refuses this
+	// one's calls: stop at once, like a fenced journal (owner.go).
+	env = guardOwner(env, s.superseded)
 	s.env = env // for recording changes (changes.go)
 	j, replayed, err := s.openJournal(ctx, cc.APIKey)
 	if err != nil {
