@@ -178,6 +178,41 @@ func stepOfCall(ev loop.Event, steps int) int {
 	return 0
 }
 
+// expectStepsOnce checks the journal evs of a stepsScript session of n steps against the
+// steps.log of its pod: every TOOL_CALL_START has exactly one TOOL_CALL_END; each step ran
+// once, or never (or once, cut off by a fault) with the interrupted error result.
+func expectStepsOnce(ctx context.Context, evs []loop.Event, ns, pod string, n int) {
+	GinkgoHelper()
+	ran := stepsRun(ctx, ns, pod)
+	stepOf := map[string]string{}
+	ends := map[string][]loop.Event{}
+	var interrupted int
+	for _, ev := range evs {
+		switch ev.Kind {
+		case loop.EventToolCallStart:
+			Expect(stepOf).NotTo(HaveKey(ev.Data.CallID), "call %s started twice", ev.Data.CallID)
+			if i := stepOfCall(ev, n); i > 0 {
+				stepOf[ev.Data.CallID] = fmt.Sprintf("step%d", i)
+			}
+		case loop.EventToolCallEnd:
+			ends[ev.Data.CallID] = append(ends[ev.Data.CallID], ev)
+		}
+	}
+	Expect(stepOf).To(HaveLen(n), "one tool call per step")
+	for callID, step := range stepOf {
+		Expect(ends[callID]).To(HaveLen(1), "TOOL_CALL_END events of %s (%s)", callID, step)
+		end := ends[callID][0]
+		if end.Data.Error == loop.InterruptedResult {
+			interrupted++
+			Expect(ran[step]).To(BeNumerically("<=", 1), "%s was interrupted and ran %d times", step, ran[step])
+			continue
+		}
+		Expect(ran[step]).To(Equal(1), "%s ran %d times", step, ran[step])
+		Expect(end.Data.Output).To(ContainSubstring("finished "+step), "result of %s", step)
+	}
+	GinkgoWriter.Printf("steps run: %v; interrupted calls: %d\n", ran, interrupted)
+}
+
 // The manager runs every session in-process; its journal on NATS JetStream is what lets a new
 // manager continue a session after the old one died without running a tool twice.
 var _ = Describe("session resume after the manager pod is killed", Ordered, ContinueOnFailure, Label("resume"), func() {
@@ -206,36 +241,7 @@ var _ = Describe("session resume after the manager pod is killed", Ordered, Cont
 		// embedded NATS: seq 1, 2, 3, ... without a gap or a duplicate.
 		evs := completeJournal(ctx, op.plugin, final, "--operator-namespace", op.ns)
 
-		// Every TOOL_CALL_START has exactly one TOOL_CALL_END; each step ran once, or never
-		// (or once, cut off by the kill) with the interrupted error result.
-		ran := stepsRun(ctx, ns, final.Status.PodName)
-		stepOf := map[string]string{}
-		ends := map[string][]loop.Event{}
-		var interrupted int
-		for _, ev := range evs {
-			switch ev.Kind {
-			case loop.EventToolCallStart:
-				Expect(stepOf).NotTo(HaveKey(ev.Data.CallID), "call %s started twice", ev.Data.CallID)
-				if i := stepOfCall(ev, resumeSteps); i > 0 {
-					stepOf[ev.Data.CallID] = fmt.Sprintf("step%d", i)
-				}
-			case loop.EventToolCallEnd:
-				ends[ev.Data.CallID] = append(ends[ev.Data.CallID], ev)
-			}
-		}
-		Expect(stepOf).To(HaveLen(resumeSteps), "one tool call per step")
-		for callID, step := range stepOf {
-			Expect(ends[callID]).To(HaveLen(1), "TOOL_CALL_END events of %s (%s)", callID, step)
-			end := ends[callID][0]
-			if end.Data.Error == loop.InterruptedResult {
-				interrupted++
-				Expect(ran[step]).To(BeNumerically("<=", 1), "%s was interrupted and ran %d times", step, ran[step])
-				continue
-			}
-			Expect(ran[step]).To(Equal(1), "%s ran %d times", step, ran[step])
-			Expect(end.Data.Output).To(ContainSubstring("finished "+step), "result of %s", step)
-		}
-		GinkgoWriter.Printf("steps run: %v; interrupted calls: %d\n", ran, interrupted)
+		expectStepsOnce(ctx, evs, ns, final.Status.PodName, resumeSteps)
 
 		// `kubectl agent logs` tells the whole story, rendered for people.
 		story, err := framework.RunPlugin(ctx, op.plugin, kubeconfig(), "logs", "--max-output-lines", "0", "-n", ns, "--operator-namespace", op.ns, s.Name)

@@ -34,8 +34,8 @@ import (
 // the tenant namespace the specs create before installing.
 const tenancyRelease = "ao-tenancy"
 
-// tenantSA is the ServiceAccount, in the tenant namespace, allowed only to create and get
-// AgentSessions there.
+// tenantSA is the ServiceAccount, in the tenant namespace, allowed only to create, get and
+// patch AgentSessions there.
 const tenantSA = "tenant"
 
 // Issue 16: a user allowed to create AgentSessions in one namespace reaches nothing further.
@@ -100,6 +100,23 @@ var _ = Describe("tenancy", Ordered, ContinueOnFailure, Label("security", "tenan
 			Expect(err).To(HaveOccurred(), "a tenant's session with a %s was admitted", tc.name)
 			Expect(err.Error()).To(And(ContainSubstring("ValidatingAdmissionPolicy"), ContainSubstring(tc.message)), tc.name)
 		}
+
+		// Each install's policy covers only its own class (issue 15), so a tenant can create a
+		// child-looking session under a class no install serves; it stays inert, and moving it
+		// to a served class afterwards is refused.
+		stray := tenantSession(tenantNS, "forged-other-class", victim.Spec.Model.ScriptConfigMapRef.Name)
+		stray.Labels = map[string]string{agentsv1.LabelClass: "ao-nobody"}
+		stray.Spec.ParentRef = &agentsv1.ParentReference{Name: victim.Name, UID: string(victim.UID)}
+		stray.Spec.Depth = ptr.To[int32](1)
+		stray.Annotations = map[string]string{agentsv1.AnnotationSharedWorkspace: victim.Name}
+		Expect(tenant.Create(ctx, stray)).To(Succeed(), "no install serves class ao-nobody, so no policy covers it")
+		deleteSessionAtCleanup(tenantNS, stray.Name)
+		moved := stray.DeepCopy()
+		moved.Labels[agentsv1.LabelClass] = framework.SessionClass
+		err := tenant.Patch(ctx, moved, client.MergeFrom(stray))
+		Expect(err).To(HaveOccurred(), "a tenant moved a forged child into the served class")
+		Expect(err.Error()).To(And(ContainSubstring("ValidatingAdmissionPolicy"),
+			ContainSubstring("agent-operator.dev/class is fixed when a session is created")))
 	}, SpecTimeout(3*time.Minute))
 
 	It("does not send an unlabelled Secret anywhere: the session fails with a ConfigError", func(ctx SpecContext) {
@@ -251,7 +268,7 @@ func tenantClient(ctx context.Context, ns string) client.Client {
 	Expect(f.Client.Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantSA},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{agentsv1.GroupVersion.Group}, Resources: []string{"agentsessions"},
-			Verbs: []string{"create", "get"}}},
+			Verbs: []string{"create", "get", "patch"}}},
 	})).To(Succeed())
 	Expect(f.Client.Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantSA},
