@@ -46,7 +46,7 @@ var _ = Describe("installs with disjoint watchNamespaces", Ordered, ContinueOnFa
 
 	It("runs each namespace's session, children included, by its own install only", func(ctx SpecContext) {
 		for _, tc := range []struct{ ns, op string }{{nsA, opA}, {nsB, opB}} {
-			run := runFanOut(ctx, tc.ns, 1, 1, 4*time.Minute)
+			run := runFanOut(ctx, tc.ns, 2, 1, 4*time.Minute)
 			Expect(run.final.Status.Owner).To(HavePrefix(tc.op+"/"), "the session in %s is driven by the install watching it", tc.ns)
 			for _, c := range run.children {
 				Expect(c.Status.Owner).To(HavePrefix(tc.op+"/"), "child %s is driven by the install watching %s", c.Name, tc.ns)
