@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -110,11 +111,18 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 		for _, s := range finished {
 			Expect(s.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "%s: status.error=%q", s.Name, s.Status.Error)
 		}
-		// Every runner parked: no claim is held, and no executor runs in any of the pods.
+		// Every runner parked: no claim is held (a released claim's Lease stays, without a holder,
+		// so its epochs only grow), and no executor runs in any of the pods.
 		Eventually(func(g Gomega, ctx context.Context) {
 			var leases coordinationv1.LeaseList
 			g.Expect(f.Client.List(ctx, &leases, client.InNamespace(ns))).To(Succeed())
-			g.Expect(leases.Items).To(BeEmpty(), "session claims held")
+			var held []string
+			for _, l := range leases.Items {
+				if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" {
+					held = append(held, l.Name+" by "+h)
+				}
+			}
+			g.Expect(held).To(BeEmpty(), "session claims held")
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 		// Status as the parked runners left it (the recorded change comes after Succeeded).
 		for _, s := range finished {
