@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
@@ -114,15 +115,7 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 		// Every runner parked: no claim is held (a released claim's Lease stays, without a holder,
 		// so its epochs only grow), and no executor runs in any of the pods.
 		Eventually(func(g Gomega, ctx context.Context) {
-			var leases coordinationv1.LeaseList
-			g.Expect(f.Client.List(ctx, &leases, client.InNamespace(ns))).To(Succeed())
-			var held []string
-			for _, l := range leases.Items {
-				if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" {
-					held = append(held, l.Name+" by "+h)
-				}
-			}
-			g.Expect(held).To(BeEmpty(), "session claims held")
+			g.Expect(heldClaims(ctx, g, ns)).To(BeEmpty(), "session claims held")
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 		// Status as the parked runners left it (the recorded change comes after Succeeded).
 		for _, s := range finished {
@@ -161,9 +154,7 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 			g.Expect(err).NotTo(HaveOccurred())
 		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		Consistently(func(g Gomega, ctx context.Context) {
-			var leases coordinationv1.LeaseList
-			g.Expect(f.Client.List(ctx, &leases, client.InNamespace(ns))).To(Succeed())
-			g.Expect(leases.Items).To(BeEmpty(), "a restart restored a finished session (it claimed it)")
+			g.Expect(heldClaims(ctx, g, ns)).To(BeEmpty(), "a restart restored a finished session (it claimed it)")
 			for _, s := range finished {
 				got := &agentsv1.AgentSession{}
 				g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
@@ -216,3 +207,17 @@ func followUpRuns(ctx context.Context, s *agentsv1.AgentSession) {
 }
 
 func objectKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+// heldClaims lists the session claims held in ns, as "<lease> by <holder>": a released claim's
+// Lease stays, without a holder, so that its epochs only grow.
+func heldClaims(ctx context.Context, g Gomega, ns string) []string {
+	var leases coordinationv1.LeaseList
+	g.Expect(f.Client.List(ctx, &leases, client.InNamespace(ns), client.HasLabels{claim.LabelClaim})).To(Succeed())
+	var held []string
+	for _, l := range leases.Items {
+		if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" {
+			held = append(held, l.Name+" by "+h)
+		}
+	}
+	return held
+}
