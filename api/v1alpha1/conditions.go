@@ -101,6 +101,9 @@ const (
 	LabelParent = "agent-operator.dev/parent"
 	// LabelParentUID is set on child sessions to the parent's UID.
 	LabelParentUID = "agent-operator.dev/parent-uid"
+	// LabelRootUID is set on child sessions to the UID of their tree's top-level session, so
+	// that replicas sharding sessions (--shard-sessions) keep a whole tree on one replica.
+	LabelRootUID = "agent-operator.dev/root-uid"
 	// AnnotationSharedWorkspace is set on child sessions that run in their parent's workspace
 	// pod, to the parent's name.
 	AnnotationSharedWorkspace = "agent-operator.dev/shared-workspace"

@@ -41,6 +41,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/metrics"
 	"github.com/agent-operator/agent-operator/internal/pricing"
 	"github.com/agent-operator/agent-operator/internal/runner"
+	"github.com/agent-operator/agent-operator/internal/shard"
 	"github.com/agent-operator/agent-operator/internal/tracing"
 )
 
@@ -81,6 +82,12 @@ type options struct {
 	reportUnserved time.Duration
 	// prices is the price table: the built-in one, overridden by --prices-file.
 	prices *pricing.Table
+	// Replicas (issue 21): shardSessions spreads the sessions over every
+	// replica, each announcing itself with a Lease of replicaLease in
+	// replicaNamespace.
+	shardSessions    bool
+	replicaLease     time.Duration
+	replicaNamespace string
 }
 
 func parseFlags(args []string) (options, error) {
@@ -127,6 +134,9 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.install, "install-id", os.Getenv("POD_NAMESPACE"), "Identity of this install in session claims, shared by its replicas (the chart sets namespace/release).")
 	fs.DurationVar(&o.claimDuration, "session-claim-duration", claim.DefaultDuration, "How long a session's claim lasts without renewal; another install takes a session over only after it.")
 	fs.DurationVar(&o.reportUnserved, "report-unserved-after", time.Minute, "Report AgentSessions of other classes that no install took up this long after their creation (phase Pending, condition Accepted=False/ClassNotServed, a Warning Event); 0 disables.")
+	fs.BoolVar(&o.shardSessions, "shard-sessions", false, "Every replica drives a share of the sessions (rendezvous hashing over the replicas' membership Leases) instead of the leader driving all; needs --nats-url (one journal for all replicas). Leader election, if on, then covers only the warm pools.")
+	fs.DurationVar(&o.replicaLease, "replica-lease-duration", shard.DefaultDuration, "With --shard-sessions: how long a replica stays a member without renewing its membership Lease.")
+	fs.StringVar(&o.replicaNamespace, "replica-namespace", os.Getenv("POD_NAMESPACE"), "With --shard-sessions: the namespace of the replicas' membership Leases (the release namespace).")
 	pricesFile := fs.String("prices-file", "", "YAML price table (the chart's pricing values) overriding and extending the built-in prices.")
 	var pools []string
 	fs.Func("warm-pool", "Keep pre-started workspace pods for new sessions: NAMESPACE=SIZE or NAMESPACE=SIZE:IMAGE (repeatable).",
@@ -158,6 +168,16 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.install == "" {
 		o.install = "agent-operator"
+	}
+	if o.shardSessions {
+		switch {
+		case o.natsURL == "":
+			return o, errors.New("--shard-sessions needs an external NATS (--nats-url): each replica's embedded NATS would be a journal of its own; with the chart set nats.mode=external")
+		case o.replicaNamespace == "":
+			return o, errors.New("--shard-sessions needs --replica-namespace (or POD_NAMESPACE) for the replicas' membership Leases")
+		case o.replicaLease < 3*time.Second:
+			return o, fmt.Errorf("--replica-lease-duration %s: want at least 3s", o.replicaLease)
+		}
 	}
 	o.prices = pricing.Default()
 	if *pricesFile != "" {
@@ -268,7 +288,8 @@ func run(ctx context.Context, o options) error {
 	rec := agentsession.NewReconciler()
 	run, err := runner.New(runner.Options{
 		// Claims are taken on fresh reads; the reconciler's check reads the cache.
-		Claims:    &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Me: me, Duration: o.claimDuration},
+		Claims: &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Me: me, Duration: o.claimDuration,
+			Sharded: o.shardSessions},
 		Reader:    mgr.GetAPIReader(),
 		Journals:  pub,
 		Clients:   runner.ProviderClients,
@@ -298,20 +319,45 @@ func run(ctx context.Context, o options) error {
 	rec.EventsPrefix = o.stream.Prefix
 	rec.MaxSessionsPerNamespace = o.maxSessions
 	rec.MaxConcurrentReconciles = o.reconcilers
-	rec.Claims = &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetClient(), Me: me, Duration: o.claimDuration}
+	rec.Claims = &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetClient(), Me: me, Duration: o.claimDuration,
+		Sharded: o.shardSessions}
 	rec.Class = o.sessionClass
 	rec.ReportUnservedAfter = o.reportUnserved
 	rec.Metrics = metricsRec
+	if o.shardSessions {
+		m := &shard.Membership{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.replicaNamespace,
+			Install: o.install, Pod: me.Pod, Duration: o.replicaLease, Log: ctrl.Log.WithName("replicas")}
+		m.OnChange = func(shard.Ring) {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if err := rec.Resync(sctx); err != nil {
+				log.Error(err, "Could not look again at the sessions after the replicas changed")
+			}
+		}
+		rec.Shard = m
+		if err := mgr.Add(m); err != nil {
+			return err
+		}
+	}
+	if err := metricsRec.CollectDriven(run.Sessions); err != nil {
+		return err
+	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	// Detach every session on shutdown so another replica resumes it from the journal.
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	// Detach every session on shutdown so another replica resumes it from
+	// the journal (on every replica when they shard the sessions).
+	detach := func(ctx context.Context) error {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
 		defer cancel()
 		return run.Shutdown(sctx)
-	})); err != nil {
+	}
+	var detachAll manager.Runnable = manager.RunnableFunc(detach) // the leader's
+	if o.shardSessions {
+		detachAll = runnable(detach)
+	}
+	if err := mgr.Add(detachAll); err != nil {
 		return err
 	}
 	if embedded != nil && o.natsAuth && o.credsAddr != "0" {
@@ -322,7 +368,7 @@ func run(ctx context.Context, o options) error {
 	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", natsReady(nc))); err != nil {
 		return fmt.Errorf("add probes: %w", err)
 	}
-	log.Info("Starting manager", "embeddedNATS", o.natsURL == "")
+	log.Info("Starting manager", "embeddedNATS", o.natsURL == "", "shardSessions", o.shardSessions)
 	return mgr.Start(ctx)
 }
 

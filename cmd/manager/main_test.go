@@ -53,6 +53,21 @@ func TestParseFlags(t *testing.T) {
 			}
 		}},
 		{"bad warm pool", []string{"--warm-pool=ci"}, "--warm-pool", nil},
+		{"sessions not sharded by default", nil, "", func(t *testing.T, o options) {
+			if o.shardSessions || o.replicaLease != 15*time.Second {
+				t.Errorf("shardSessions = %t, replicaLease = %s; want off, 15s", o.shardSessions, o.replicaLease)
+			}
+		}},
+		{"sharded with external nats", []string{"--shard-sessions", "--nats-url=nats://nats:4222", "--replica-namespace=ops",
+			"--replica-lease-duration=9s"}, "", func(t *testing.T, o options) {
+			if !o.shardSessions || o.replicaNamespace != "ops" || o.replicaLease != 9*time.Second {
+				t.Errorf("shardSessions = %t, replicaNamespace = %q, replicaLease = %s", o.shardSessions, o.replicaNamespace, o.replicaLease)
+			}
+		}},
+		{"sharding refuses the embedded nats", []string{"--shard-sessions", "--replica-namespace=ops"}, "--shard-sessions needs an external NATS", nil},
+		{"sharding needs a namespace", []string{"--shard-sessions", "--nats-url=nats://nats:4222", "--replica-namespace="}, "--replica-namespace", nil},
+		{"replica lease too short", []string{"--shard-sessions", "--nats-url=nats://nats:4222", "--replica-namespace=ops",
+			"--replica-lease-duration=1s"}, "--replica-lease-duration 1s", nil},
 		{"built-in prices", nil, "", func(t *testing.T, o options) {
 			if !o.prices.Known("anthropic", "claude-sonnet-4-5") {
 				t.Error("the built-in price table is not used by default")

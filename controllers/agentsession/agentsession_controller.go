@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,6 +85,12 @@ type Reconciler struct {
 	MaxConcurrentReconciles int
 	// Metrics, if set, records ended sessions and the warm pools.
 	Metrics MetricsRecorder
+	// Shard, when set, shards the sessions among the install's replicas
+	// (--shard-sessions, see shard.go): this replica acts only for the
+	// sessions the ring prefers it for or that it already drives, and the
+	// controller runs on every replica (no leader election). It needs Claims,
+	// with Sharded set, so that no replica takes another's live claim.
+	Shard ShardRing
 
 	pools *pools
 
@@ -123,6 +130,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return errors.New("setup agentsession controller: executor and workspace images are required")
 	case r.updates == nil:
 		return errors.New("setup agentsession controller: create the reconciler with NewReconciler")
+	case r.Shard != nil && (r.Claims == nil || !r.Claims.Sharded):
+		return errors.New("setup agentsession controller: sharding needs sharded claims")
 	}
 	if r.Now == nil {
 		r.Now = time.Now
@@ -153,7 +162,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Pod{}, builder.WithPredicates(managed)).
 		Owns(&agentsv1.AgentSession{}). // children wake their parent (status.children)
 		WatchesRawSource(source.Channel(r.updates, &handler.TypedEnqueueRequestForObject[*agentsv1.AgentSession]{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles,
+			// Sharded, every replica drives its share; else only the leader drives.
+			NeedLeaderElection: ptr.To(r.Shard == nil)}).
 		Named("agentsession").
 		Complete(r)
 }
@@ -182,6 +193,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if s.Labels[agentsv1.LabelClass] != r.Class {
 		return r.reportUnserved(ctx, s) // another install's session (its class)
+	}
+	if ok, err := r.drives(ctx, s); !ok {
+		return notDriven(ctx, err), nil // another replica's session
 	}
 	if res, foreign := r.heldElsewhere(ctx, s); foreign {
 		return res, nil

@@ -328,28 +328,7 @@ func startInstall(t *testing.T, class string, reportAfter time.Duration, namespa
 		t.Fatalf("new manager of install %q: %v", class, err)
 	}
 	me := claim.Holder{Install: "install-" + class + "/agent-operator", Pod: "install-" + class + "-0"}
-	rec := NewReconciler()
-	run, err := runner.New(runner.Options{
-		Claims:    &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Me: me},
-		Reader:    mgr.GetAPIReader(),
-		Journals:  testJS,
-		Clients:   runner.ProviderClients,
-		Envs:      workspaces.envFactory,
-		Client:    mgr.GetClient(),
-		Informers: mgr.GetCache(),
-		Notify:    rec.Notify,
-		Log:       logr.Discard(),
-		Prices:    suitePrices,
-	})
-	if err != nil {
-		t.Fatalf("new runner of install %q: %v", class, err)
-	}
-	rec.Client = mgr.GetClient()
-	rec.Scheme = mgr.GetScheme()
-	rec.Recorder = mgr.GetEventRecorder("agent-operator-" + class)
-	rec.Runner = run
-	rec.Images = suiteImages
-	rec.Claims = &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetClient(), Me: me}
+	rec, run := wireInstall(t, mgr, &claim.Claims{Me: me})
 	rec.Class = class
 	rec.ReportUnservedAfter = reportAfter
 	if err := rec.SetupWithManager(mgr); err != nil {
@@ -365,4 +344,40 @@ func startInstall(t *testing.T, class string, reportAfter time.Duration, namespa
 			t.Errorf("install %q stopped: %v", class, err)
 		}
 	})
+}
+
+// wireInstall makes the reconciler and runner of another install (or
+// replica) started by a test on mgr, claiming as proto says (its Me,
+// Duration and Sharded; the clients are mgr's). The caller sets the class
+// and the rest, then calls SetupWithManager.
+func wireInstall(t *testing.T, mgr ctrl.Manager, proto *claim.Claims) (*Reconciler, *runner.Runner) {
+	t.Helper()
+	claims := func(r client.Reader) *claim.Claims {
+		c := *proto
+		c.Client, c.Reader = mgr.GetClient(), r
+		return &c
+	}
+	rec := NewReconciler()
+	run, err := runner.New(runner.Options{
+		Claims:    claims(mgr.GetAPIReader()), // claims are taken on fresh reads
+		Reader:    mgr.GetAPIReader(),
+		Journals:  testJS,
+		Clients:   runner.ProviderClients,
+		Envs:      workspaces.envFactory,
+		Client:    mgr.GetClient(),
+		Informers: mgr.GetCache(),
+		Notify:    rec.Notify,
+		Log:       logr.Discard(),
+		Prices:    suitePrices,
+	})
+	if err != nil {
+		t.Fatalf("new runner of %s: %v", proto.Me, err)
+	}
+	rec.Client = mgr.GetClient()
+	rec.Scheme = mgr.GetScheme()
+	rec.Recorder = mgr.GetEventRecorder("agent-operator-" + proto.Me.Pod)
+	rec.Runner = run
+	rec.Images = suiteImages
+	rec.Claims = claims(mgr.GetClient())
+	return rec, run
 }

@@ -57,6 +57,12 @@ type Claims struct {
 	Duration time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Sharded says the replicas of this install drive sessions side by side
+	// (the manager's --shard-sessions): a live claim of another replica of
+	// this install then holds like another install's. Without it only one
+	// replica (the elected leader) drives, so another replica's claim is
+	// taken over at once: that replica is gone.
+	Sharded bool
 }
 
 func (c *Claims) duration() time.Duration {
@@ -99,8 +105,9 @@ type Claim struct {
 
 // Acquire claims s for this instance: it creates the Lease, renews its own,
 // or takes over one that expired or that another replica of this install
-// held (only one replica of an install drives sessions, so that one is
-// gone). Another instance's live claim is returned as a *Foreign error.
+// held (unless Sharded: only one replica of an install drives sessions, so
+// that one is gone). Another instance's live claim is returned as a
+// *Foreign error.
 func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim, error) {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(s.UID)}
 	for range 5 {
@@ -156,12 +163,30 @@ func (c *Claims) Holding(ctx context.Context, namespace string, uid types.UID) (
 	return c.foreign(l, ParseHolder(ptr.Deref(l.Spec.HolderIdentity, "")), c.now()), nil
 }
 
+// Mine reports whether this instance holds a live claim on the session with
+// uid in namespace.
+func (c *Claims) Mine(ctx context.Context, namespace string, uid types.UID) (bool, error) {
+	l := &coordinationv1.Lease{}
+	err := c.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: Name(uid)}, l)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read claim: %w", err)
+	}
+	if ptr.Deref(l.Spec.HolderIdentity, "") != c.Me.String() || l.Spec.RenewTime == nil {
+		return false, nil
+	}
+	until := l.Spec.RenewTime.Add(time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second)
+	return c.now().Before(until), nil
+}
+
 // foreign returns the live claim of another instance in l, or nil.
 func (c *Claims) foreign(l *coordinationv1.Lease, holder Holder, now time.Time) *Foreign {
 	if holder == c.Me || holder.Pod == "" {
 		return nil
 	}
-	if holder.Install == c.Me.Install {
+	if holder.Install == c.Me.Install && !c.Sharded {
 		return nil // another replica of this install: leader election says it is gone
 	}
 	if l.Spec.RenewTime == nil {

@@ -228,3 +228,73 @@ func TestKeepReportsALostClaim(t *testing.T) {
 		t.Fatal("Keep did not report the lost claim")
 	}
 }
+
+// With sharding the replicas of one install drive sessions side by side: a
+// live claim of another replica of the same install holds like another
+// install's (Acquire and Holding say who, Mine says whose), and is taken once
+// it expired or was released.
+func TestShardedClaimsHoldAgainstOtherReplicasOfTheInstall(t *testing.T) {
+	c := apiClient(t)
+	type step struct {
+		who     string        // "a1", "a2" (replicas of one install, sharded) or "legacy" (a2 without sharding)
+		release bool          // release who's last claim instead of acquiring
+		advance time.Duration // move the clock first
+		foreign string        // the acquisition must find this holder's live claim ("": it succeeds)
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"a live claim of another replica holds", []step{{who: "a1"}, {who: "a2", foreign: "a1"}}},
+		{"and holds until it expires", []step{{who: "a1"}, {who: "a2", advance: 14 * time.Second, foreign: "a1"},
+			{who: "a2", advance: 2 * time.Second}, {who: "a1", foreign: "a2"}}},
+		{"a released claim is taken at once", []step{{who: "a1"}, {who: "a1", release: true}, {who: "a2"}}},
+		{"without sharding another replica's claim is taken at once", []step{{who: "a1"}, {who: "legacy"}}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := sessionNamed(t, c, fmt.Sprintf("sharded-%d", i))
+			now := time.Now()
+			clock := func() time.Time { return now }
+			who := map[string]*Claims{
+				"a1":     {Client: c, Reader: c, Me: Holder{Install: "ns-a/ao", Pod: "ao-1"}, Duration: 15 * time.Second, Now: clock, Sharded: true},
+				"a2":     {Client: c, Reader: c, Me: Holder{Install: "ns-a/ao", Pod: "ao-2"}, Duration: 15 * time.Second, Now: clock, Sharded: true},
+				"legacy": {Client: c, Reader: c, Me: Holder{Install: "ns-a/ao", Pod: "ao-2"}, Duration: 15 * time.Second, Now: clock},
+			}
+			last := map[string]*Claim{}
+			for n, st := range tt.steps {
+				now = now.Add(st.advance)
+				if st.release {
+					if err := last[st.who].Release(t.Context()); err != nil {
+						t.Fatalf("step %d: release by %s: %v", n, st.who, err)
+					}
+					continue
+				}
+				cl, err := who[st.who].Acquire(t.Context(), s)
+				if st.foreign != "" {
+					var f *Foreign
+					if !errors.As(err, &f) || f.Holder != who[st.foreign].Me {
+						t.Fatalf("step %d: acquire by %s = %v, want Foreign held by %s", n, st.who, err, who[st.foreign].Me)
+					}
+					h, err := who[st.who].Holding(t.Context(), s.Namespace, s.UID)
+					if err != nil || h == nil || h.Holder != who[st.foreign].Me {
+						t.Fatalf("step %d: Holding seen by %s = %+v, %v; want %s", n, st.who, h, err, who[st.foreign].Me)
+					}
+					for name, want := range map[string]bool{st.who: false, st.foreign: true} {
+						if mine, err := who[name].Mine(t.Context(), s.Namespace, s.UID); err != nil || mine != want {
+							t.Fatalf("step %d: Mine by %s = %t, %v; want %t", n, name, mine, err, want)
+						}
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("step %d: acquire by %s: %v", n, st.who, err)
+				}
+				if mine, err := who[st.who].Mine(t.Context(), s.Namespace, s.UID); err != nil || !mine {
+					t.Fatalf("step %d: Mine by the new holder %s = %t, %v; want true", n, st.who, mine, err)
+				}
+				last[st.who] = cl
+			}
+		})
+	}
+}

@@ -511,6 +511,22 @@ agent_operator_llm_client_retries_total{kind="unknown",provider="gemini"} 1
 	})
 }
 
+// The driven gauge reads the runner's count at each scrape.
+func TestSessionsDrivenGauge(t *testing.T) {
+	for _, n := range []int{0, 7} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			r, reg := newRecorder(t)
+			driven := n
+			if err := r.CollectDriven(func() int { return driven }); err != nil {
+				t.Fatal(err)
+			}
+			assertExposition(t, reg, map[string]string{"agent_operator_sessions_driven": fmt.Sprintf("agent_operator_sessions_driven %d\n", n)})
+			driven++
+			assertExposition(t, reg, map[string]string{"agent_operator_sessions_driven": fmt.Sprintf("agent_operator_sessions_driven %d\n", n+1)})
+		})
+	}
+}
+
 func TestNewRefusesDoubleRegistration(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	if _, err := New(reg, nil); err != nil {

@@ -62,6 +62,9 @@ func populated(t *testing.T) *prometheus.Registry {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if err := r.CollectDriven(func() int { return 3 }); err != nil {
+		t.Fatal(err)
+	}
 	return reg
 }
 

@@ -103,3 +103,16 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.maxAge, prometheus.GaugeValue, max(age, 0).Seconds(), k.namespace, k.phase)
 	}
 }
+
+// CollectDriven registers agent_operator_sessions_driven: the sessions this
+// replica's runner drives at each scrape (count, e.g. runner.Sessions). It
+// has no labels: the scrape's pod label tells the replicas apart.
+func (r *Recorder) CollectDriven(count func() int) error {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: prefix + "sessions_driven",
+		Help: "Sessions whose agent loop this manager replica drives (its runners that have not ended)."},
+		func() float64 { return float64(count()) })
+	if err := r.reg.Register(g); err != nil {
+		return fmt.Errorf("register sessions driven gauge: %w", err)
+	}
+	return nil
+}

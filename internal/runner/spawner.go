@@ -243,10 +243,16 @@ func (sp *childSpawner) child(req tool.SpawnRequest, limits agentsv1.Limits, nam
 	}
 }
 
-// childLabels are the labels of p's children: their parent, and p's class,
-// so the install that drives p drives them too.
+// childLabels are the labels of p's children: their parent, their tree's
+// root (p's root, or p when it is top-level: sharded replicas keep a tree
+// on one replica), and p's class, so the install that drives p drives them
+// too.
 func childLabels(p *agentsv1.AgentSession) map[string]string {
-	l := map[string]string{agentsv1.LabelParent: p.Name, agentsv1.LabelParentUID: string(p.UID)}
+	root := p.Labels[agentsv1.LabelRootUID]
+	if root == "" {
+		root = string(p.UID)
+	}
+	l := map[string]string{agentsv1.LabelParent: p.Name, agentsv1.LabelParentUID: string(p.UID), agentsv1.LabelRootUID: root}
 	if c, ok := p.Labels[agentsv1.LabelClass]; ok {
 		l[agentsv1.LabelClass] = c
 	}

@@ -430,3 +430,25 @@ func TestChildrenInheritTheParentsClass(t *testing.T) {
 		t.Errorf("a default-class parent's child has a class: %v", c.Labels)
 	}
 }
+
+// Children carry their tree's root: the parent when it is top-level, else
+// the parent's own root, so sharded replicas keep a tree on one replica.
+func TestChildrenCarryTheirTreesRoot(t *testing.T) {
+	tests := []struct {
+		name         string
+		parentLabels map[string]string
+		want         string
+	}{
+		{"top-level parent", nil, "p-uid"},
+		{"parent that is a child itself", map[string]string{agentsv1.LabelRootUID: "root-uid"}, "root-uid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "lead", Namespace: "team", UID: "p-uid", Labels: tt.parentLabels}}
+			c := (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, agentsv1.Limits{}, childName(p.Name, 1))
+			if got := c.Labels[agentsv1.LabelRootUID]; got != tt.want {
+				t.Errorf("root label %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

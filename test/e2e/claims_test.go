@@ -133,9 +133,7 @@ var _ = Describe("an install frozen mid-session", Ordered, ContinueOnFailure, La
 		}
 		pids := managerPIDs(frozen.ns)
 		Expect(pids).NotTo(BeEmpty(), "the processes of the manager in %s", frozen.ns)
-		signalAll(pids, syscall.SIGSTOP)
-		cont := sync.OnceFunc(func() { signalAll(pids, syscall.SIGCONT) })
-		DeferCleanup(cont) // never leave a frozen process behind
+		cont := freeze(pids)
 		frozenAt := time.Now()
 		lease := &coordinationv1.Lease{}
 		key := client.ObjectKey{Namespace: ns, Name: claim.Name(running.UID)}
@@ -168,21 +166,39 @@ var _ = Describe("an install frozen mid-session", Ordered, ContinueOnFailure, La
 // command line carries --install-id=<ns>/...). The local cluster runs containers on this host.
 func managerPIDs(ns string) []int {
 	GinkgoHelper()
-	entries, err := os.ReadDir("/proc")
-	Expect(err).NotTo(HaveOccurred())
 	want := []byte("--install-id=" + ns + "/")
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+	for _, pid := range hostPIDs() {
+		cmd, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		if err == nil && bytes.Contains(cmd, want) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// hostPIDs lists the processes of this host.
+func hostPIDs() []int {
+	GinkgoHelper()
+	entries, err := os.ReadDir("/proc")
+	Expect(err).NotTo(HaveOccurred())
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// freeze stops the processes pids with SIGSTOP and returns what resumes them (once; at the
+// latest when the spec ends, so no frozen process is left behind).
+func freeze(pids []int) func() {
+	GinkgoHelper()
+	signalAll(pids, syscall.SIGSTOP)
+	cont := sync.OnceFunc(func() { signalAll(pids, syscall.SIGCONT) })
+	DeferCleanup(cont)
+	return cont
 }
 
 // signalAll sends sig to every process of pids.
