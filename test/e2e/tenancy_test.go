@@ -179,6 +179,9 @@ var _ = Describe("tenancy", Ordered, ContinueOnFailure, Label("security", "tenan
 		final := waitForOutcome(ctx, s, 3*time.Minute)
 		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
 
+		// A fresh port-forward: the server's refusal of the unauthenticated connection above can
+		// end the first forwarder (client-go stops forwarding on a stream error).
+		natsURL = fmt.Sprintf("nats://127.0.0.1:%d", forwardToPod(ctx, pod.Namespace, pod.Name, 4222))
 		nc, err := events.Connect(ctx, natsURL, events.ConnectOptions{Name: "e2e-reader", Reader: cred})
 		Expect(err).NotTo(HaveOccurred())
 		defer nc.Close()
