@@ -197,15 +197,22 @@ type requestLog struct {
 }
 
 // record wraps h so that each request it answers is logged and recorded.
+// The request is recorded when it arrives and its status the moment the
+// handler decides it, before any byte of the answer reaches the client: a
+// client that reads GET /requests right after its call (or after its
+// connection was dropped) sees that call.
 func (l *requestLog) record(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			log.Printf("%s %s -> %d", r.Method, r.URL.Path, sw.status)
+		l.mu.Lock()
+		i := len(l.reqs)
+		l.reqs = append(l.reqs, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone()})
+		l.mu.Unlock()
+		sw := &statusWriter{ResponseWriter: w, decided: func(code int) {
 			l.mu.Lock()
-			l.reqs = append(l.reqs, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Status: sw.status})
+			l.reqs[i].Status = code
 			l.mu.Unlock()
-		}()
+		}}
+		defer func() { log.Printf("%s %s -> %d", r.Method, r.URL.Path, sw.status) }()
 		h.ServeHTTP(sw, r)
 	})
 }
@@ -226,20 +233,24 @@ func (l *requestLog) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 // connections.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status  int
+	decided func(code int)
+}
+
+func (w *statusWriter) decide(code int) {
+	if w.status == 0 {
+		w.status = code
+		w.decided(code)
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
+	w.decide(code)
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.decide(http.StatusOK)
 	return w.ResponseWriter.Write(b)
 }
 
