@@ -133,8 +133,11 @@ func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim,
 		}
 		if holder != c.Me { // also a released claim (no holder): every new holding is a new epoch
 			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
-			l.Spec.AcquireTime = &metav1.MicroTime{Time: now}
 		}
+		// Every acquisition is stamped, also of this holder's own claim (a
+		// process of the same pod restarted after a crash takes its sessions
+		// back without a new epoch): takeover times are measured from it.
+		l.Spec.AcquireTime = &metav1.MicroTime{Time: now}
 		l.Spec.HolderIdentity = ptr.To(c.Me.String())
 		l.Spec.RenewTime = &metav1.MicroTime{Time: now}
 		l.Spec.LeaseDurationSeconds = ptr.To(int32(c.duration() / time.Second))

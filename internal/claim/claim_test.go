@@ -152,7 +152,7 @@ func TestClaimEpochsOnlyGrow(t *testing.T) {
 			{who: "b", release: true}, {who: "a", fence: 2}}},
 		{"released, then the same instance", []step{{who: "a", fence: 0}, {who: "a", release: true}, {who: "a", fence: 1},
 			{who: "a", release: true}, {who: "a", fence: 2}}},
-		{"re-acquiring a live claim of one's own keeps the fence", []step{{who: "a", fence: 0}, {who: "a", fence: 0}}},
+		{"re-acquiring a live claim of one's own keeps the fence", []step{{who: "a", fence: 0}, {who: "a", advance: 5 * time.Second, fence: 0}}},
 		{"takeover after expiry", []step{{who: "a", fence: 0}, {who: "b", advance: 16 * time.Second, fence: 1},
 			{who: "a", advance: 16 * time.Second, fence: 2}}},
 		{"a stale release frees nothing", []step{{who: "a", fence: 0}, {who: "b", advance: 16 * time.Second, fence: 1},
@@ -191,6 +191,16 @@ func TestClaimEpochsOnlyGrow(t *testing.T) {
 				}
 				if cl.Fence != st.fence {
 					t.Fatalf("step %d: %s acquired fence %d, want %d", n, st.who, cl.Fence, st.fence)
+				}
+				// Every acquisition, even of one's own claim (a restarted
+				// process of the same pod), is stamped: takeover times are
+				// measured from it.
+				l := &coordinationv1.Lease{}
+				if err := c.Get(t.Context(), client.ObjectKey{Namespace: s.Namespace, Name: Name(s.UID)}, l); err != nil {
+					t.Fatal(err)
+				}
+				if l.Spec.AcquireTime == nil || !l.Spec.AcquireTime.Equal(&metav1.MicroTime{Time: now.Truncate(time.Microsecond)}) {
+					t.Fatalf("step %d: acquireTime = %v, want the time of %s's acquisition %v", n, l.Spec.AcquireTime, st.who, now)
 				}
 				last[st.who] = cl
 			}
