@@ -2,7 +2,7 @@
 # `make bench`: every performance comparison of issue 9 in one run on one cluster, printed as
 # one table (also written to _output/bench.txt):
 #   - the loop's own overhead per tool round, event publishing and the input tokens stale
-#     tool-result summaries save (Go benchmarks);
+#     tool-result summaries and tool_search save (Go benchmarks);
 #   - tool-call latency over the persistent exec stream, one exec per call and localenv, session
 #     start cold and from the warm pool, and the subagent fan-out (the e2e specs labelled
 #     "bench", which append their rows to $BENCH_OUT).
@@ -39,6 +39,11 @@ printf 'publish -> subscriber receipt lag\tmedian %s µs, p99 %s µs\tp99 < 50 m
 stale="$(BENCHTIME=1x bench_line ./internal/loop BenchmarkStaleToolResults)"
 printf 'stale tool-result summaries: input tokens of a 60-turn session, off / on (issue 18)\t%s / %s (%sx fewer)\t>= 3x fewer\n' \
 	"$(metric "$stale" input-tokens-off)" "$(metric "$stale" input-tokens-on)" "$(metric "$stale" x-fewer)" >>"$rows"
+
+toolsearch="$(BENCHTIME=1x bench_line ./internal/loop 'BenchmarkToolSearchPromptTokens/tools=200')"
+printf 'tool_search: input tokens of the first request with 200 MCP tools, all sent / deferred (issue 22)\t%s / %s (%sx fewer; one search round adds %s)\t>= 3x fewer\n' \
+	"$(metric "$toolsearch" input-tokens-off)" "$(metric "$toolsearch" input-tokens-on)" "$(metric "$toolsearch" x-fewer)" \
+	"$(metric "$toolsearch" search-round-tokens)" >>"$rows"
 
 if [ -z "${KUBECONFIG:-}" ]; then
 	"${MAKE:-make}" --no-print-directory cluster-up images

@@ -126,6 +126,7 @@ type AgentSession struct {
 // +kubebuilder:validation:XValidation:rule="has(self.parentRef) == has(oldSelf.parentRef) && (!has(self.parentRef) || self.parentRef == oldSelf.parentRef)",message="spec.parentRef is immutable"
 // +kubebuilder:validation:XValidation:rule="!oldSelf.?abort.orValue(false) || self.?abort.orValue(false)",message="spec.abort cannot be unset once set: create a new AgentSession instead"
 // +kubebuilder:validation:XValidation:rule="oldSelf.?tools.policy == self.?tools.policy",message="spec.tools.policy is immutable: create a new AgentSession to change the tool policy"
+// +kubebuilder:validation:XValidation:rule="oldSelf.?tools.webFetch == self.?tools.webFetch",message="spec.tools.webFetch is immutable: create a new AgentSession to change web access"
 type AgentSessionSpec struct {
 	// prompt is the task given to the agent as its first input. Immutable.
 	// +required
@@ -422,18 +423,101 @@ type ToolsSpec struct {
 	// +optional
 	Policy *ToolPolicy `json:"policy,omitempty"`
 
-	// mcpServers are remote MCP servers (streamable HTTP) the manager connects to when the
-	// session starts; each allowed tool of a server is offered to the model as
-	// mcp__<server>__<tool>. A server that cannot be reached leaves the session running
-	// without its tools (reported as a WARNING event).
+	// webFetch offers the web_fetch tool, which fetches a URL from the workspace pod (so the
+	// pod's NetworkPolicy and spec.workspace.allowedEgressHosts apply) and returns the page as
+	// Markdown-like text. Off unless enabled. Immutable. Child sessions inherit it.
+	// +optional
+	WebFetch *WebFetchSpec `json:"webFetch,omitempty"`
+
+	// mcpServers are MCP servers connected when the session starts: remote ones (url,
+	// streamable HTTP from the manager) and stdio ones (command, run inside the workspace pod
+	// by the executor). Each allowed tool of a server is offered to the model as
+	// mcp__<server>__<tool>. A server that cannot be reached or started leaves the session
+	// running without its tools (reported as a WARNING event).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	MCPServers []MCPServer `json:"mcpServers,omitempty"`
+
+	// toolSearch defers the definitions of the session's MCP tools when there are many:
+	// past either threshold the model sees only their names and one-line descriptions, and
+	// the tool_search tool returns the full definitions it asks for, callable from its next
+	// turn. Unset: on, past 40 tools or 32768 bytes of definitions.
+	// +optional
+	ToolSearch *ToolSearchSpec `json:"toolSearch,omitempty"`
+}
+
+// ToolSearchSpec says when MCP tools are deferred behind the tool_search tool.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.disabled) && self.disabled) || (!has(self.threshold) && !has(self.thresholdBytes))",message="spec.tools.toolSearch: set disabled or the thresholds, not both"
+type ToolSearchSpec struct {
+	// disabled sends every MCP tool's definition on every model request, however many
+	// there are.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+
+	// threshold is the number of MCP tools above which they are deferred. Default 40.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Threshold *int32 `json:"threshold,omitempty"`
+
+	// thresholdBytes is the size of the MCP tools' definitions (names, descriptions and
+	// JSON Schemas) above which they are deferred, however few they are. Default 32768.
+	// +optional
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=16777216
+	ThresholdBytes *int32 `json:"thresholdBytes,omitempty"`
+}
+
+// WebFetchSpec configures the web_fetch tool.
+type WebFetchSpec struct {
+	// enabled offers web_fetch to the model. Default false.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// maxCalls caps the web_fetch calls of the session; later calls return an error result.
+	// Default 25.
+	// +optional
+	// +kubebuilder:default=25
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxCalls int32 `json:"maxCalls,omitempty"`
+
+	// timeout bounds each fetch, redirects and body included, e.g. 30s. Default 30s, at most 5m.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('5m')",message="spec.tools.webFetch.timeout must be a positive duration of at most 5m, such as 30s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// maxBytes bounds the response body read by each fetch; the rest is not read and the
+	// result says it was cut. Default 2097152 (2 MiB), at most 16 MiB.
+	// +optional
+	// +kubebuilder:default=2097152
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=16777216
+	MaxBytes int64 `json:"maxBytes,omitempty"`
+
+	// allowPrivateAddresses lets web_fetch reach loopback, private (RFC 1918, fc00::/7),
+	// link-local (including 169.254.169.254) and other internal addresses. By default they are
+	// refused unless the host, address or CIDR is listed in spec.workspace.allowedEgressHosts.
+	// The workspace's NetworkPolicy applies either way.
+	// +optional
+	AllowPrivateAddresses bool `json:"allowPrivateAddresses,omitempty"`
 }
 
 // MCPServer is a remote MCP server reached over streamable HTTP from the manager.
+// MCPServer is an MCP server: remote (url), reached over streamable HTTP from the manager,
+// or stdio (command), run inside the workspace pod with its stdin and stdout relayed over
+// the session's executor stream.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.url) != has(self.command)",message="spec.tools.mcpServers[]: set exactly one of url (a remote server the manager connects to) or command (a stdio server run in the workspace)"
+// +kubebuilder:validation:XValidation:rule="!has(self.headersSecretRef) || has(self.url)",message="spec.tools.mcpServers[].headersSecretRef applies to remote servers (url) only; a stdio server (command) takes env"
+// +kubebuilder:validation:XValidation:rule="(!has(self.env) && !has(self.workingDir)) || has(self.command)",message="spec.tools.mcpServers[].env and workingDir apply to stdio servers (command) only"
 type MCPServer struct {
 	// name identifies the server in tool names (mcp__<name>__<tool>): lowercase letters,
 	// digits and '-', starting and ending with a letter or digit.
@@ -443,11 +527,39 @@ type MCPServer struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// url is the server's streamable HTTP endpoint (http or https).
-	// +required
+	// url is a remote server's streamable HTTP endpoint (http or https). Exactly one of url
+	// and command is set.
+	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="spec.tools.mcpServers[].url must be an http or https URL"
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
+
+	// command is a stdio server's argv (no shell), run inside the workspace pod by the
+	// executor, e.g. ["npx", "-y", "@modelcontextprotocol/server-filesystem", "."]. It sees
+	// the workspace files and runs as the workspace's commands do; it lives as long as the
+	// session's runner and is stopped with its process group. Exactly one of url and
+	// command is set.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=4096
+	Command []string `json:"command,omitempty"`
+
+	// env are environment variables of a stdio server, added to the executor's filtered
+	// environment. Plain values only: no Secret of the manager reaches the workspace.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Env []MCPEnvVar `json:"env,omitempty"`
+
+	// workingDir is a stdio server's working directory, relative to the session's
+	// working directory in the workspace (default: the session's working directory).
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	WorkingDir string `json:"workingDir,omitempty"`
 
 	// headersSecretRef names a Secret of the session's namespace whose keys and values are
 	// sent as HTTP headers on every request to the server (e.g. Authorization). Only the
@@ -457,7 +569,8 @@ type MCPServer struct {
 	// +optional
 	HeadersSecretRef *MCPHeadersSecretRef `json:"headersSecretRef,omitempty"`
 
-	// timeout bounds connecting to the server and each tool call, e.g. 30s. Default 30s.
+	// timeout bounds connecting to (or starting) the server and each tool call, e.g. 30s.
+	// Default 30s.
 	// +optional
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:Type=string
@@ -481,6 +594,20 @@ type MCPServer struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=128
 	DeniedTools []string `json:"deniedTools,omitempty"`
+}
+
+// MCPEnvVar is an environment variable of a stdio MCP server.
+type MCPEnvVar struct {
+	// name of the variable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Name string `json:"name"`
+	// value of the variable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Value string `json:"value,omitempty"`
 }
 
 // MCPHeadersSecretRef names the Secret holding an MCP server's HTTP headers.

@@ -157,6 +157,31 @@ func TestAPIServerRejectsInvalidSpecs(t *testing.T) {
 			s.Spec.Tools.Policy = &agentsv1.ToolPolicy{Rules: []agentsv1.ToolPolicyRule{
 				{Tool: "write_file", CommandPattern: "rm *", Action: agentsv1.PolicyDeny}}}
 		}, "spec.tools.policy.rules[].commandPattern only applies to the shell tool: set tool to shell (or *)"},
+		{"tool search disabled with a threshold", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.ToolSearch = &agentsv1.ToolSearchSpec{Disabled: true, Threshold: ptr.To[int32](10)}
+		}, "spec.tools.toolSearch: set disabled or the thresholds, not both"},
+		{"tool search threshold zero", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.ToolSearch = &agentsv1.ToolSearchSpec{Threshold: ptr.To[int32](0)}
+		}, "spec.tools.toolSearch.threshold in body should be greater than or equal to 1"},
+		{"tool search byte threshold too small", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.ToolSearch = &agentsv1.ToolSearchSpec{ThresholdBytes: ptr.To[int32](100)}
+		}, "spec.tools.toolSearch.thresholdBytes in body should be greater than or equal to 1024"},
+		{"mcp server with neither url nor command", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "none"}}
+		}, "spec.tools.mcpServers[]: set exactly one of url (a remote server the manager connects to) or command (a stdio server run in the workspace)"},
+		{"mcp server with url and command", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "both", URL: "http://mcp.example/mcp", Command: []string{"mcp-server"}}}
+		}, "spec.tools.mcpServers[]: set exactly one of url"},
+		{"stdio mcp server with headers", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "h", Command: []string{"mcp-server"},
+				HeadersSecretRef: &agentsv1.MCPHeadersSecretRef{Name: "h"}}}
+		}, "spec.tools.mcpServers[].headersSecretRef applies to remote servers (url) only"},
+		{"remote mcp server with env", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "e", URL: "http://mcp.example/mcp", Env: []agentsv1.MCPEnvVar{{Name: "A", Value: "b"}}}}
+		}, "spec.tools.mcpServers[].env and workingDir apply to stdio servers (command) only"},
+		{"stdio mcp server env name", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "e", Command: []string{"x"}, Env: []agentsv1.MCPEnvVar{{Name: "A-B"}}}}
+		}, "spec.tools.mcpServers[0].env[0].name in body should match"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -96,6 +96,18 @@ var specs = []spec{
 		user:        nonRoot,
 		onWorkspace: true,
 	},
+	// A test MCP server built with the official Go SDK (test/mcpserver), on the workspace
+	// image's userland: the e2e suite runs it as an in-cluster Service (the default,
+	// streamable HTTP on :8080/mcp) and, as a session's workspace image, as a stdio MCP
+	// server run by the executor (command ["/mcpserver", "-stdio"]).
+	{
+		name:        "mcpserver",
+		binaries:    []binary{{pkg: "./test/mcpserver", path: "/mcpserver"}},
+		required:    []string{"./test/mcpserver"},
+		user:        nonRoot,
+		cmd:         []string{"-addr=:8080"},
+		onWorkspace: true,
+	},
 	// A plain userland without an executor: pods of this image get the
 	// executor from an init container (the e2e "plain image" case).
 	{name: "busybox", busybox: true},

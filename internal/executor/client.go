@@ -67,6 +67,8 @@ type Client struct {
 	hello      Hello
 	owner      *Owner // presented in the hello; nil: unchecked
 
+	stdioBuffer int // unread stdout held per stdio process (stdio.go)
+
 	stallTimeout time.Duration
 	progress     progressReader // what readLoop reads through
 
@@ -87,6 +89,7 @@ var _ tool.ExecutionEnvironment = (*Client)(nil)
 type pendingCall struct {
 	resp     chan *Frame // buffered 1
 	onOutput func([]byte)
+	onFrame  func(*Frame) // stdout and started frames of a stdio call (stdio.go)
 }
 
 // NewClient performs the handshake over rw and returns a client. The client
@@ -202,6 +205,13 @@ func (c *Client) readLoop() {
 			c.mu.Unlock()
 			if pc != nil && pc.onOutput != nil {
 				pc.onOutput(f.Data)
+			}
+		case KindStdout, KindStarted:
+			c.mu.Lock()
+			pc := c.pending[f.ID]
+			c.mu.Unlock()
+			if pc != nil && pc.onFrame != nil {
+				pc.onFrame(f)
 			}
 		case KindResult, KindError:
 			if f.ID != 0 {

@@ -43,15 +43,67 @@
 //
 // Then the client sends "call" frames, each with a fresh non-zero id, an op
 // (read_file, write_file, delete_file, file_exists, list_directory, exec,
-// grep, glob, initialize, cleanup) and a JSON body. The server handles calls
-// concurrently and answers each with exactly one "result" or "error" frame
-// with the same id; an exec call may be preceded by "output" frames carrying
-// chunks of output while the command runs. A "cancel" frame with a call's id
-// cancels that call (an exec is terminated and answers with an error frame
-// of code "canceled" whose body holds the partial result). A genuine frame
+// grep, glob, initialize, cleanup, stdio, fetch) and a JSON body. The server
+// handles calls concurrently and answers each with exactly one "result" or
+// "error" frame with the same id; an exec call may be preceded by "output"
+// frames carrying chunks of output while the command runs. A "cancel"
+// frame with a call's id cancels that call (an exec is terminated and
+// answers with an error frame of code "canceled" whose body holds the
+// partial result). A genuine frame
 // that does not decode gets an error frame (id 0 when the id is unknown) and
 // never ends the stream. When the input ends, every call in flight is
 // cancelled.
+//
+// # Stdio processes
+//
+// A "stdio" call (body StdioArgs: argv, env added to the executor's
+// filtered environment, working directory under the root; no shell) starts
+// a long-running process in its own process group and keeps the call open
+// until the process ends, so a client can speak to it, e.g. an MCP server
+// over stdio. The server answers a started process with one "started" frame
+// (its pid), then relays its stdout as "stdout" frames (data, at most 64 KiB
+// each) in order; the client sends its stdin as "stdin" frames with the
+// call's id (data, or "eof":true to close stdin). When the process exits
+// (and its stdout is drained) the call ends with a "result" frame holding
+// its exit code and the last 4 KiB of its stderr (StdioResult). A "cancel"
+// frame, the end of the stream (or of Serve) stops the process group
+// (SIGTERM, SIGKILL after the grace period, also for members that outlive
+// the leader) and the call ends with an error frame of code "canceled"
+// whose body is the StdioResult. A start that fails is an ordinary error
+// answer and no "started" frame is sent. Stdin frames for a process that
+// has ended are dropped; the client learns of the end from the final frame.
+//
+// Everything is bounded and a misbehaving process fails only its own call:
+// frames obey the frame limit; the server reads stdout one chunk at a time
+// and writes it to the stream (a slow stream slows the process through its
+// pipe); the client holds at most DefaultStdioBuffer bytes (WithStdioBuffer)
+// of stdout its reader has not read and past that cancels the call (Read
+// fails with ErrStdioOverflow); the server queues at most DefaultStdinQueue
+// bytes (ServeOptions.MaxStdinQueue) of stdin the process has not read and
+// past that stops the process (error code "too_large").
+//
+// The protocol version stays 2. The new frame kinds ("started", "stdout",
+// "stdin") are only ever sent within a stdio call, which only a client that
+// knows them starts and only a server that knows them accepts: an executor
+// that predates the op answers the call with an error of code "unknown_op"
+// before any stdio frame is exchanged, and StartStdio turns that into
+// ErrStdioUnsupported ("update the executor image"). Nothing else in the
+// exchange changed, so peers of either age keep working with each other;
+// a version bump would instead refuse every stream between a new manager
+// and an old executor image, not just stdio processes.
+//
+// # Fetch
+//
+// The "fetch" op (added within version 2) fetches a URL from the server's
+// host, so the workspace pod's network rules apply to it: its body is a
+// tool.FetchRequest (url, maxBytes, timeout in nanoseconds, allowPrivate,
+// allowHosts), its result a tool.FetchResult (final url, status,
+// contentType, text, truncated, bytes). The server refuses internal
+// addresses unless the request allows them, bounds the body and the time
+// (see package webfetch) and answers a timeout with code
+// "deadline_exceeded". A server that predates the op, or whose environment
+// cannot fetch, answers "unknown_op"; the client reports that as
+// tool.ErrFetchUnsupported ("the workspace's executor is too old").
 //
 // # Owner records
 //

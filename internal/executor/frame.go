@@ -33,7 +33,9 @@ type Frame struct {
 	Op    string          `json:"op,omitempty"`
 	Body  json.RawMessage `json:"body,omitempty"`
 	Error *WireError      `json:"error,omitempty"`
-	Data  []byte          `json:"data,omitempty"` // output chunk
+	Data  []byte          `json:"data,omitempty"` // output, stdout and stdin chunk
+	// EOF on a stdin frame closes the process's stdin (stdio.go).
+	EOF bool `json:"eof,omitempty"`
 }
 
 // WireError is the error carried by an error frame.
@@ -102,7 +104,7 @@ func DecodeFrame(body []byte) (*Frame, error) {
 		if f.ID == 0 || f.Op == "" {
 			return &f, fmt.Errorf("decode frame: %w: a call needs a non-zero id and an op", ErrMalformedFrame)
 		}
-	case KindResult, KindOutput, KindCancel:
+	case KindResult, KindOutput, KindCancel, KindStdin, KindStdout, KindStarted:
 		if f.ID == 0 {
 			return &f, fmt.Errorf("decode frame: %w: %s frame without id", ErrMalformedFrame, f.Kind)
 		}

@@ -23,6 +23,9 @@ type ServeOptions struct {
 	// its serve processes (default DefaultOwnerDir, created 0700 when
 	// missing). Only streams whose hello carries an Owner use it.
 	OwnerDir string
+	// MaxStdinQueue bounds the unread stdin of one stdio process
+	// (0: DefaultStdinQueue).
+	MaxStdinQueue int
 }
 
 // Serve answers protocol frames read from r with frames written to w,
@@ -42,6 +45,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, env tool.ExecutionEnvi
 	}
 	s := &server{env: env, w: w, max: opts.MaxFrame, log: opts.Log, ownerDir: opts.OwnerDir, calls: map[uint64]context.CancelFunc{},
 		keyed: make(chan *opener)}
+	s.stdio.limit = opts.MaxStdinQueue
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
 
@@ -116,6 +120,8 @@ type server struct {
 	wg    sync.WaitGroup
 
 	paths pathLocks // one writer per path
+
+	stdio stdioProcs // stdin queues of the running stdio calls (stdio.go)
 }
 
 func (s *server) handshake(ctx context.Context, next func() (*Frame, error)) error {
@@ -224,6 +230,8 @@ func (s *server) loop(ctx context.Context, next func() (*Frame, error)) error {
 			if cancel != nil {
 				cancel()
 			}
+		case KindStdin:
+			s.stdio.input(f)
 		case KindHello:
 			s.send(&Frame{Kind: KindError, Error: wireErrorf(CodeBadRequest, "duplicate hello")})
 		default:
@@ -360,6 +368,10 @@ func (s *server) call(ctx context.Context, f *Frame) (resp *Frame) {
 		return result(struct{}{}, env.Initialize(ctx))
 	case OpCleanup:
 		return result(struct{}{}, env.Cleanup(ctx))
+	case OpStdio:
+		return s.runStdio(ctx, f)
+	case OpFetch:
+		return s.fetch(ctx, f) // fetch.go
 	}
 	return &Frame{Kind: KindError, Error: wireErrorf(CodeUnknownOp, "unknown operation %q", f.Op)}
 }

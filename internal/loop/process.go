@@ -165,6 +165,7 @@ func (s *Session) drainSteering(ctx context.Context) error {
 
 // callModel makes one model call, streaming when the profile supports it.
 func (s *Session) callModel(ctx context.Context) (*llm.Response, error) {
+	s.loadFound() // tools tool_search returned are offered from this request on
 	req := s.request()
 	_, chars := requestChars(req)
 	resp, err := s.callModelWith(ctx, req)

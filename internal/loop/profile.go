@@ -68,4 +68,8 @@ type PromptContext struct {
 	ProjectDocs string
 	// UserInstructions come from SessionConfig and are appended last.
 	UserInstructions string
+	// DeferredTools is the catalogue of the tools behind tool_search (names
+	// and one-line descriptions, toolsearch.go), listed with the available
+	// tools; empty when every tool is sent.
+	DeferredTools string
 }

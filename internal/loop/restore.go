@@ -52,6 +52,7 @@ func (s *Session) restore(events []Event) (uint64, error) {
 		case EventLoopDetection:
 			s.appendRestored(&SteeringTurn{Content: d.Message, Timestamp: ev.Time})
 		case EventAssistantTextEnd:
+			s.loadFoundLocked() // as callModel did before this response's request
 			turn := restoredAssistant(ev)
 			s.appendRestored(turn)
 			s.turns++
@@ -66,6 +67,7 @@ func (s *Session) restore(events []Event) (uint64, error) {
 			}
 		case EventToolCallEnd:
 			s.restoreFileViews(d)
+			s.restoreToolSearch(d)
 			if pending == nil {
 				continue
 			}

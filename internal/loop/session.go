@@ -77,6 +77,9 @@ type Session struct {
 	extra  *tool.Registry
 	skills []Skill
 	plan   []PlanItem
+	// deferred are the extra tools behind tool_search (toolsearch.go), nil
+	// when every tool is sent.
+	deferred *deferredTools
 }
 
 type options struct {
@@ -95,6 +98,7 @@ type options struct {
 	files     *FileViews
 	// extraTools are the tools of WithExtraTools (extratools.go).
 	extraTools []tool.Registered
+	toolSearch ToolSearchConfig
 
 	compactClient Client
 }
@@ -215,6 +219,9 @@ func New(profile Profile, env tool.ExecutionEnvironment, client Client, opts ...
 		return nil, fmt.Errorf("new session: %w", err)
 	}
 	if err := s.registerExtraTools(o.extraTools); err != nil {
+		return nil, fmt.Errorf("new session: %w", err)
+	}
+	if err := s.setupToolSearch(o.toolSearch, o.extraTools); err != nil {
 		return nil, fmt.Errorf("new session: %w", err)
 	}
 	s.life, s.cancelLife = context.WithCancel(context.Background())
@@ -422,6 +429,9 @@ func (s *Session) start(ctx context.Context) error {
 		return fmt.Errorf("prepare system prompt: %w", err)
 	}
 	pc.UserInstructions = s.cfg.UserInstructions
+	if s.deferred != nil {
+		pc.DeferredTools = s.deferred.catalogue
+	}
 	if err := s.prepareSkills(ctx, &pc); err != nil {
 		return err
 	}

@@ -28,7 +28,9 @@ func (s *Session) registryFor(name string) *tool.Registry {
 	return s.profile.Registry()
 }
 
-// toolDefinitions are the profile's tools followed by the session's own.
+// toolDefinitions are the profile's tools followed by the session's own
+// (deferred tools only once loaded, after all others in load order:
+// toolsearch.go).
 func (s *Session) toolDefinitions() []llm.ToolDefinition {
 	reg := s.profile.Registry()
 	defs := reg.Definitions()
@@ -36,8 +38,19 @@ func (s *Session) toolDefinitions() []llm.ToolDefinition {
 		return defs
 	}
 	for _, d := range s.extra.Definitions() {
-		if _, ok := reg.Get(d.Name); !ok {
-			defs = append(defs, d)
+		if _, ok := reg.Get(d.Name); ok {
+			continue
+		}
+		if s.deferred != nil {
+			if _, deferred := s.deferred.index[d.Name]; deferred {
+				continue
+			}
+		}
+		defs = append(defs, d)
+	}
+	for _, n := range s.loadedTools() {
+		if t, ok := s.extra.Get(n); ok {
+			defs = append(defs, t.Definition)
 		}
 	}
 	return defs

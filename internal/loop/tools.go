@@ -78,6 +78,9 @@ func (s *Session) executeTool(ctx context.Context, call llm.ToolCall) llm.ToolRe
 	if !ok {
 		return fail("Unknown tool: " + call.Name)
 	}
+	if s.deferredOut(call.Name) {
+		return fail(notLoadedMessage(call.Name))
+	}
 	if err := reg.Validate(call.Name, call.Arguments); err != nil {
 		return fail(fmt.Sprintf("Tool error (%s): %v", call.Name, err))
 	}

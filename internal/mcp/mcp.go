@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"path"
 	"strings"
@@ -29,12 +30,21 @@ const MaxToolNameLen = 64
 // Prefix starts the name of every MCP tool offered to the model.
 const Prefix = "mcp__"
 
-// Server is one remote MCP server to connect to.
+// Server is one MCP server to connect to: a remote one (URL) or a stdio
+// one (Start).
 type Server struct {
 	// Name identifies the server in tool names (mcp__<Name>__<tool>).
 	Name string
-	// URL is the streamable HTTP endpoint.
+	// URL is the streamable HTTP endpoint of a remote server.
 	URL string
+	// Start, when set, makes this a stdio server: it starts the server's
+	// process and returns its stdout (Read) and stdin (Write); Close ends
+	// the process. URL and Headers are then unused. A Read error once the
+	// process has ended should say how it ended: it is what the server's
+	// tools report from then on.
+	Start func(ctx context.Context) (io.ReadWriteCloser, error)
+	// Command names a stdio server's command in messages.
+	Command []string
 	// Headers are sent on every HTTP request to the server. Their values
 	// never appear in errors.
 	Headers map[string]string
@@ -54,6 +64,7 @@ type Conn struct {
 	server   Server
 	timeout  time.Duration
 	session  *sdk.ClientSession
+	stdio    *processPipe // a stdio server's pipe; nil for a remote server
 	tools    []tool.Registered
 	warnings []string
 }
@@ -76,22 +87,39 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := sdk.NewClient(&sdk.Implementation{Name: "agent-operator", Version: "v1alpha1"}, nil)
-	transport := &sdk.StreamableClientTransport{
+	var transport sdk.Transport = &sdk.StreamableClientTransport{
 		Endpoint:   s.URL,
 		HTTPClient: &http.Client{Transport: headerTransport{headers: s.Headers, base: guardedTransport()}},
 		// Server-initiated messages (list_changed) are not used yet.
 		DisableStandaloneSSE: true,
 		MaxRetries:           -1,
 	}
+	where := "at " + s.URL
+	if s.Start != nil {
+		where = "(command " + commandLine(s.Command) + ")"
+		rwc, err := s.Start(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("start mcp server %s %s: %w", s.Name, where, describe(ctx, err, timeout))
+		}
+		c.stdio = &processPipe{rwc: rwc}
+		transport = &sdk.IOTransport{Reader: c.stdio, Writer: c.stdio}
+	}
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		return nil, fmt.Errorf("connect to mcp server %s at %s: %w", s.Name, s.URL, describe(ctx, err, timeout))
+		if c.stdio != nil {
+			_ = c.stdio.Close()
+			err = c.stdio.explain(err)
+		}
+		return nil, fmt.Errorf("connect to mcp server %s %s: %w", s.Name, where, describe(ctx, err, timeout))
 	}
 	c.session = session
 	var listed []*sdk.Tool
 	for t, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			_ = session.Close()
+			if c.stdio != nil {
+				err = c.stdio.explain(err)
+			}
 			return nil, fmt.Errorf("list tools of mcp server %s: %w", s.Name, describe(ctx, err, timeout))
 		}
 		listed = append(listed, t)
@@ -162,6 +190,9 @@ func (c *Conn) call(name string) tool.Executor {
 		defer cancel()
 		res, err := c.session.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
 		if err != nil {
+			if c.stdio != nil {
+				err = c.stdio.explain(err)
+			}
 			return tool.Result{}, fmt.Errorf("mcp server %s, tool %s: %w", c.server.Name, name, describe(ctx, err, c.timeout))
 		}
 		return tool.Result{Output: resultText(res), IsError: res.IsError}, nil

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,28 @@ func loopConfig(spec *agentsv1.AgentSessionSpec) loop.SessionConfig {
 	cfg.Compaction.ContextWindow = int(spec.Model.ContextWindow)
 	cfg.Compaction.Model = spec.Model.CompactionModel
 	return cfg
+}
+
+// toolSearchConfig maps spec.tools.toolSearch onto the loop's: when the MCP
+// tools are deferred behind tool_search. Listing tool_search in
+// spec.tools.disabledTools disables it too.
+func toolSearchConfig(spec *agentsv1.AgentSessionSpec) loop.ToolSearchConfig {
+	var c loop.ToolSearchConfig
+	if slices.Contains(spec.Tools.DisabledTools, loop.ToolSearchToolName) {
+		c.Disabled = true
+	}
+	ts := spec.Tools.ToolSearch
+	if ts == nil {
+		return c
+	}
+	c.Disabled = c.Disabled || ts.Disabled
+	if ts.Threshold != nil {
+		c.Threshold = int(*ts.Threshold)
+	}
+	if ts.ThresholdBytes != nil {
+		c.ThresholdBytes = int(*ts.ThresholdBytes)
+	}
+	return c
 }
 
 // sessionLoopConfig is loopConfig plus what must be read from the API
@@ -104,7 +127,8 @@ func profileName(spec *agentsv1.AgentSessionSpec) string {
 	}
 }
 
-// buildProfile returns the provider profile with disabled tools removed.
+// buildProfile returns the provider profile, with web_fetch when
+// spec.tools.webFetch enables it (fetch.go), and disabled tools removed.
 func buildProfile(spec *agentsv1.AgentSessionSpec) (*profile.Profile, error) {
 	var p *profile.Profile
 	switch name := profileName(spec); name {
@@ -116,6 +140,11 @@ func buildProfile(spec *agentsv1.AgentSessionSpec) (*profile.Profile, error) {
 		p = profile.Gemini(spec.Model.Name)
 	default:
 		return nil, fmt.Errorf("build profile: unknown profile %q", name)
+	}
+	if wf := webFetchTool(spec); wf != nil {
+		if err := p.Register(*wf); err != nil {
+			return nil, fmt.Errorf("build profile: %w", err)
+		}
 	}
 	for _, t := range spec.Tools.DisabledTools {
 		p.Registry().Unregister(t)

@@ -25,11 +25,15 @@ import (
 const LabelMCPHeaders = "agent-operator.dev/mcp-headers"
 
 // mcpServers reads the headers Secrets of spec.tools.mcpServers. A missing
-// Secret, or one not opted in, is a configuration error.
-func mcpServers(ctx context.Context, reader client.Reader, s *agentsv1.AgentSession) ([]mcp.Server, error) {
+// Secret, or one not opted in, is a configuration error. Stdio servers are
+// started in env.
+func mcpServers(ctx context.Context, reader client.Reader, s *agentsv1.AgentSession, env tool.ExecutionEnvironment) ([]mcp.Server, error) {
 	var servers []mcp.Server
 	for _, ms := range s.Spec.Tools.MCPServers {
-		srv := mcp.Server{Name: ms.Name, URL: ms.URL, AllowedTools: ms.AllowedTools, DeniedTools: ms.DeniedTools}
+		srv := mcp.Server{Name: ms.Name, URL: ms.URL, Command: ms.Command, AllowedTools: ms.AllowedTools, DeniedTools: ms.DeniedTools}
+		if len(ms.Command) > 0 {
+			srv.Start = stdioStart(env, s, ms) // run in the workspace (stdio.go)
+		}
 		if ms.Timeout != nil {
 			srv.Timeout = ms.Timeout.Duration
 		}
@@ -71,16 +75,20 @@ func mcpHeadersOptIn(sec *corev1.Secret, serverURL string) error {
 // warnings (emitted as WARNING events, which the model does not see) say
 // so, as they name tools left out. closeAll ends every connection.
 func (s *session) connectMCP(ctx context.Context) (tools []tool.Registered, warnings []string, closeAll func(), err error) {
-	servers, err := mcpServers(ctx, s.r.opts.Reader, s.obj)
+	servers, err := mcpServers(ctx, s.r.opts.Reader, s.obj, s.env)
 	if err != nil || len(servers) == 0 {
 		return nil, nil, func() {}, err
 	}
 	var conns []*mcp.Conn
 	var states []agentsv1.MCPServerStatus
-	for _, res := range mcp.ConnectAll(ctx, servers) {
+	for i, res := range mcp.ConnectAll(ctx, servers) {
 		if res.Err != nil {
 			s.log.Info("MCP server not reachable; the session runs without its tools", "server", res.Server, "reason", res.Err.Error())
-			warnings = append(warnings, fmt.Sprintf("MCP server %s is not reachable; its tools are not available: %v", res.Server, res.Err))
+			what := "is not reachable"
+			if servers[i].Start != nil {
+				what = "did not start in the workspace"
+			}
+			warnings = append(warnings, fmt.Sprintf("MCP server %s %s; its tools are not available: %v", res.Server, what, res.Err))
 			states = append(states, agentsv1.MCPServerStatus{Name: res.Server, Message: cut(res.Err.Error(), 1024)})
 			continue
 		}

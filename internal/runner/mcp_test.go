@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/loop/localenv"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
 	"github.com/agent-operator/agent-operator/internal/mcp/mcptest"
+	"github.com/agent-operator/agent-operator/internal/proctest"
 	"github.com/agent-operator/agent-operator/internal/testenv"
 )
 
@@ -135,3 +139,79 @@ func TestConnectMCP(t *testing.T) {
 		t.Error("a request was sent with a Secret that is not opted in")
 	}
 }
+
+// TestConnectMCPStdio: a stdio server (test/mcpserver -stdio) started in the
+// session's environment offers its tools like a remote one, with its env and
+// working directory; a command that cannot start is left out with a warning
+// and a status entry naming it; an environment without stdio support says so.
+func TestConnectMCPStdio(t *testing.T) {
+	bin, cleanup, err := proctest.Build("github.com/agent-operator/agent-operator/test/mcpserver", "mcpserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	local, err := localenv.New(root, localenv.WithKillGrace(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	newSess := func(env tool.ExecutionEnvironment, servers ...agentsv1.MCPServer) *session {
+		obj := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s"}}
+		obj.Spec.Tools.MCPServers = servers
+		return &session{r: &Runner{}, obj: obj, log: logr.Discard(), env: env}
+	}
+	s := newSess(guardOwner(local, func(error) {}),
+		agentsv1.MCPServer{Name: "ws", Command: []string{"sh", "-c", `test "$(basename "$(pwd)")" = sub && test "$GREETING" = hi && exec "$0" -stdio`, bin},
+			Env: []agentsv1.MCPEnvVar{{Name: "GREETING", Value: "hi"}}, WorkingDir: "sub", DeniedTools: []string{"crash", "slow"}},
+		agentsv1.MCPServer{Name: "broken", Command: []string{"/no/such/mcp-server"}},
+	)
+	tools, warnings, closeAll, err := s.connectMCP(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	var names []string
+	for _, tl := range tools {
+		names = append(names, tl.Definition.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"mcp__ws__echo", "mcp__ws__fail", "mcp__ws__get_weather"}) {
+		t.Errorf("tools = %v", names)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "MCP server broken did not start in the workspace") ||
+		!strings.Contains(warnings[0], "/no/such/mcp-server") {
+		t.Errorf("warnings = %q", warnings)
+	}
+	states := s.snapshot().MCPServers
+	if len(states) != 2 || states[0] != (agentsv1.MCPServerStatus{Name: "ws", Connected: true, Tools: 3}) ||
+		states[1].Name != "broken" || states[1].Connected || !strings.Contains(states[1].Message, "/no/such/mcp-server") {
+		t.Errorf("progress MCPServers = %+v", states)
+	}
+	for _, tl := range tools {
+		if tl.Definition.Name != "mcp__ws__echo" {
+			continue
+		}
+		res, err := tl.Executor(t.Context(), &tool.Invocation{Name: tl.Definition.Name, Arguments: []byte(`{"text":"from the workspace"}`)})
+		if err != nil || res.Output != "echo: from the workspace" {
+			t.Errorf("echo = %+v, %v", res, err)
+		}
+	}
+
+	// An environment that cannot run processes.
+	s = newSess(guardOwner(plainEnv{local}, func(error) {}), agentsv1.MCPServer{Name: "ws", Command: []string{bin, "-stdio"}})
+	_, warnings, closeAll2, err := s.connectMCP(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll2()
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "cannot run stdio MCP servers") {
+		t.Errorf("warnings = %q", warnings)
+	}
+}
+
+// plainEnv hides every optional method of its environment.
+type plainEnv struct{ tool.ExecutionEnvironment }

@@ -339,6 +339,7 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 		loop.WithID(string(s.obj.UID)),
 		loop.WithPauseOnModelOutage(),
 		loop.WithExtraTools(mcpTools...),
+		loop.WithToolSearch(toolSearchConfig(&s.obj.Spec)), // spec.tools.toolSearch
 	}
 	if d := s.obj.Spec.Depth; d != nil {
 		opts = append(opts, loop.WithDepth(int(*d)))

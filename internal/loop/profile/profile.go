@@ -126,6 +126,9 @@ func (p *Profile) BuildSystemPrompt(pc loop.PromptContext) string {
 		desc, _, _ := strings.Cut(strings.TrimSpace(d.Description), "\n")
 		fmt.Fprintf(&b, "- %s: %s\n", d.Name, desc)
 	}
+	if pc.DeferredTools != "" {
+		b.WriteString("\n" + pc.DeferredTools + "\n")
+	}
 	if pc.ProjectDocs != "" {
 		b.WriteString("\n# Project instructions\n\nThese files come from the repository; deeper directories take precedence.\n\n")
 		b.WriteString(pc.ProjectDocs)

@@ -3,6 +3,8 @@
 // scripted behaviour: echo, fail (an isError result), slow (answers only
 // when the call is cancelled or the server closes) and a tool whose name
 // needs sanitizing. It records the HTTP headers of every request.
+// NewSDKServer builds the same server for other transports: test/mcpserver
+// serves it over stdio or HTTP as a binary.
 package mcptest
 
 import (
@@ -30,6 +32,10 @@ type EchoArgs struct {
 	Text string `json:"text" jsonschema:"the text to echo"`
 }
 
+// Crash is the tool, offered when NewSDKServer is given a crash function,
+// that calls it (the test binary exits mid-call).
+const Crash = "crash"
+
 // Server is a running MCP test server.
 type Server struct {
 	*httptest.Server
@@ -47,27 +53,7 @@ type Server struct {
 func New(t *testing.T, pageSize int) *Server {
 	t.Helper()
 	s := &Server{release: make(chan struct{})}
-	srv := sdk.NewServer(&sdk.Implementation{Name: "demo", Version: "v1"}, &sdk.ServerOptions{PageSize: pageSize})
-	sdk.AddTool(srv, &sdk.Tool{Name: Echo, Description: "Echoes its text."},
-		func(_ context.Context, _ *sdk.CallToolRequest, in EchoArgs) (*sdk.CallToolResult, any, error) {
-			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo: " + in.Text}}}, nil, nil
-		})
-	sdk.AddTool(srv, &sdk.Tool{Name: Fail, Description: "Always fails."},
-		func(_ context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
-			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "the thing is broken"}}}, nil, nil
-		})
-	sdk.AddTool(srv, &sdk.Tool{Name: Slow, Description: "Never answers in time."},
-		func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
-			select {
-			case <-ctx.Done():
-			case <-s.release:
-			}
-			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "too late"}}}, nil, nil
-		})
-	sdk.AddTool(srv, &sdk.Tool{Name: Dotted, Description: "Returns the weather."},
-		func(_ context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
-			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "sunny"}}}, nil, nil
-		})
+	srv := NewSDKServer(pageSize, s.release, nil)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
@@ -94,4 +80,39 @@ func (s *Server) Headers() []http.Header {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.headers)
+}
+
+// NewSDKServer returns the test server's tools on an SDK server. The slow
+// tool answers when its call is cancelled or release is closed; when crash
+// is not nil, the crash tool calls it (and answers if it returns).
+func NewSDKServer(pageSize int, release <-chan struct{}, crash func()) *sdk.Server {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "demo", Version: "v1"}, &sdk.ServerOptions{PageSize: pageSize})
+	sdk.AddTool(srv, &sdk.Tool{Name: Echo, Description: "Echoes its text."},
+		func(_ context.Context, _ *sdk.CallToolRequest, in EchoArgs) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: Fail, Description: "Always fails."},
+		func(_ context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "the thing is broken"}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: Slow, Description: "Never answers in time."},
+		func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			select {
+			case <-ctx.Done():
+			case <-release:
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "too late"}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: Dotted, Description: "Returns the weather."},
+		func(_ context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "sunny"}}}, nil, nil
+		})
+	if crash != nil {
+		sdk.AddTool(srv, &sdk.Tool{Name: Crash, Description: "Makes the server exit."},
+			func(_ context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+				crash()
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "still here"}}}, nil, nil
+			})
+	}
+	return srv
 }

@@ -14,6 +14,9 @@ var (
 	ManagerImage   = imageFromEnv("E2E_MANAGER_IMAGE", "agent-operator/manager:dev")
 	ExecutorImage  = imageFromEnv("E2E_EXECUTOR_IMAGE", "agent-operator/executor:dev")
 	LLMServerImage = imageFromEnv("E2E_LLMSERVER_IMAGE", "agent-operator/llmserver:dev")
+	// MCPServerImage is the test MCP server (test/mcpserver) on the workspace image's userland:
+	// an in-cluster Service by default, a stdio MCP server as a session's workspace image.
+	MCPServerImage = imageFromEnv("E2E_MCPSERVER_IMAGE", "agent-operator/mcpserver:dev")
 	// NATSImage is a NATS server with JetStream (nats-server at the version pinned in go.mod)
 	// for the specs that run the operator with nats.mode=external.
 	NATSImage = imageFromEnv("E2E_NATS_IMAGE", "agent-operator/nats:dev")

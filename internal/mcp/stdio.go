@@ -1,0 +1,70 @@
+package mcp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+)
+
+// processPipe is the stream of a stdio server's process. It remembers why
+// reading ended (the process exited, was stopped, or its stream broke), so
+// the errors of the calls that fail because of it can say so.
+type processPipe struct {
+	rwc io.ReadWriteCloser
+
+	mu      sync.Mutex
+	readErr error
+	closed  bool
+}
+
+func (p *processPipe) Read(b []byte) (int, error) {
+	n, err := p.rwc.Read(b)
+	if err != nil {
+		p.mu.Lock()
+		if p.readErr == nil && !p.closed {
+			p.readErr = err
+		}
+		p.mu.Unlock()
+	}
+	return n, err
+}
+
+func (p *processPipe) Write(b []byte) (int, error) { return p.rwc.Write(b) }
+
+// Close ends the process; the SDK closes both halves of its transport, so
+// it may be called twice.
+func (p *processPipe) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	return p.rwc.Close()
+}
+
+// explain replaces err (the SDK's view, e.g. "connection closed") with how
+// the server's process ended, once it has.
+func (p *processPipe) explain(err error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.readErr == nil {
+		return err
+	}
+	end := p.readErr
+	if errors.Is(end, io.EOF) && end.Error() == io.EOF.Error() {
+		return fmt.Errorf("the server's process closed its stdout: %w", err)
+	}
+	return fmt.Errorf("the server's process has stopped: %w", end)
+}
+
+// commandLine renders argv for messages.
+func commandLine(argv []string) string {
+	if len(argv) == 0 {
+		return "(none)"
+	}
+	return strings.Join(argv, " ")
+}

@@ -1,0 +1,62 @@
+// Command mcpserver is a TEST-ONLY MCP server built with the official Go SDK:
+// the tools of internal/mcp/mcptest (echo, fail, slow, get.weather, and
+// crash, which makes the process exit with code 3 mid-call) over stdio or
+// streamable HTTP. The e2e suite runs it as an in-cluster Service and, in
+// stdio mode, inside a workspace pod as a stdio MCP server.
+//
+// Usage:
+//
+//	mcpserver -stdio            # JSON-RPC on stdin/stdout
+//	mcpserver -addr :8080       # streamable HTTP at /mcp, /healthz for probes
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agent-operator/agent-operator/internal/mcp/mcptest"
+)
+
+func main() {
+	stdio := flag.Bool("stdio", false, "serve on stdin/stdout instead of HTTP")
+	addr := flag.String("addr", ":8080", "HTTP listen address")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	crash := func() {
+		fmt.Fprintln(os.Stderr, "mcpserver: crashing as the crash tool asks")
+		os.Exit(3)
+	}
+	srv := mcptest.NewSDKServer(0, make(chan struct{}), crash)
+	if *stdio {
+		if err := srv.Run(ctx, &sdk.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "mcpserver:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	hs := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	log.Printf("mcpserver: serving streamable HTTP on %s/mcp", *addr)
+	if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal(err)
+	}
+}
