@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -173,8 +175,21 @@ func deleteSessionAtCleanup(ns, name string) {
 
 // deleteAllSessions deletes every session of ns and waits until their finalizers are done.
 func deleteAllSessions(ctx context.Context, ns string) error {
-	if err := f.Client.DeleteAllOf(ctx, &agentsv1.AgentSession{}, client.InNamespace(ns)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete sessions in %s: %w", ns, err)
+	// One delete per session, a few at a time: a deletecollection of hundreds of sessions on
+	// a busy API server can outlast the request's timeout (seen as a Timeout or a reset
+	// stream), while single deletes are quick and a failed one is simply asked again.
+	for attempt := 1; ; attempt++ {
+		var l agentsv1.AgentSessionList
+		err := f.Client.List(ctx, &l, client.InNamespace(ns))
+		if err == nil {
+			err = deleteEach(ctx, l.Items)
+		}
+		if err == nil {
+			break
+		}
+		if attempt == 5 {
+			return fmt.Errorf("delete sessions in %s: %w", ns, err)
+		}
 	}
 	return f.WaitFor(ctx, 8*time.Minute, "sessions in "+ns+" to be deleted", func(ctx context.Context) (bool, error) {
 		var l agentsv1.AgentSessionList
@@ -183,6 +198,32 @@ func deleteAllSessions(ctx context.Context, ns string) error {
 		}
 		return len(l.Items) == 0, nil
 	})
+}
+
+// deleteEach deletes the sessions, eight at a time, ignoring those already gone.
+func deleteEach(ctx context.Context, sessions []agentsv1.AgentSession) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	sem := make(chan struct{}, 8)
+	for i := range sessions {
+		if sessions[i].DeletionTimestamp != nil {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := client.IgnoreNotFound(f.Client.Delete(ctx, &sessions[i])); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // waitForFinalPhase polls the session until it reaches Succeeded, Failed or Aborted, and
