@@ -1,0 +1,133 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/loop"
+	"github.com/agent-operator/agent-operator/test/e2e/framework"
+)
+
+const (
+	mcpRelease    = "ao-mcp"
+	mcpServerName = "mcpserver"
+	mcpServerPort = 8080
+)
+
+// mcpScript calls a tool of the in-cluster server, then one of the stdio server in the
+// workspace, then the stdio one with arguments its schema refuses, then a tool the policy
+// denies by wildcard; each turn checks the previous result, so the session only succeeds if
+// every result reached the model as expected.
+const mcpScript = `turns:
+  - toolCalls:
+      - name: mcp__cluster__echo
+        arguments: {text: "from the cluster"}
+  - expect: {lastToolResultContains: "echo: from the cluster"}
+    toolCalls:
+      - name: mcp__ws__echo
+        arguments: {text: "from the workspace"}
+  - expect: {lastToolResultContains: "echo: from the workspace"}
+    toolCalls:
+      - name: mcp__ws__echo
+        arguments: {text: 42}
+  - expect: {lastToolResultContains: "text"}
+    toolCalls:
+      - name: mcp__cluster__fail
+        arguments: {}
+  - expect: {lastToolResultContains: "denied"}
+    text: "MCP done."
+`
+
+// Issue 22: MCP servers of both kinds in one session on a real cluster: a remote server (the
+// SDK's streamable HTTP) reached from the manager, and a stdio server run inside the workspace
+// pod over the session's exec stream.
+var _ = Describe("MCP servers", Ordered, Label("mcp"), func() {
+	op := withOperator(mcpRelease, mcpRelease)
+
+	It("calls a tool on an in-cluster server and one on a stdio server in the workspace; policy and schema refusals reach the model", func(ctx SpecContext) {
+		ns := f.SpecNamespace(ctx, "ao-mcp")
+		url := deployMCPServer(ctx, ns)
+		s := scriptedSession(ctx, ns, "mcp", mcpScript, func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Image = framework.MCPServerImage
+			s.Spec.Tools.MCPServers = []agentsv1.MCPServer{
+				{Name: "cluster", URL: url},
+				{Name: "ws", Command: []string{"/mcpserver", "-stdio"}},
+			}
+			s.Spec.Tools.Policy = &agentsv1.ToolPolicy{Rules: []agentsv1.ToolPolicyRule{
+				{Tool: "mcp__*__fail", Action: agentsv1.PolicyDeny}}}
+		})
+		final := waitForOutcome(ctx, s, 4*time.Minute)
+		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
+		Expect(final.Status.Result).To(Equal("MCP done."))
+		servers := map[string]agentsv1.MCPServerStatus{}
+		for _, st := range final.Status.MCPServers {
+			servers[st.Name] = st
+		}
+		Expect(servers).To(HaveKey("cluster"))
+		Expect(servers).To(HaveKey("ws"))
+		GinkgoWriter.Printf("status.mcpServers: %+v\n", final.Status.MCPServers)
+
+		evs, _ := sessionEvents(ctx, op, final)
+		ends := eventsOfKind(evs, loop.EventToolCallEnd)
+		Expect(ends).To(HaveLen(4))
+		Expect(ends[0].Data.Output).To(ContainSubstring("echo: from the cluster"))
+		Expect(ends[1].Data.Output).To(ContainSubstring("echo: from the workspace"))
+		Expect(ends[2].Data.Error).NotTo(BeEmpty(), "the schema refuses a number for text")
+		Expect(ends[3].Data.Error).To(ContainSubstring("denied"))
+	}, SpecTimeout(6*time.Minute))
+})
+
+// deployMCPServer runs the test MCP server (streamable HTTP) as a pod and Service in ns and
+// returns its URL.
+func deployMCPServer(ctx context.Context, ns string) string {
+	GinkgoHelper()
+	labels := map[string]string{"app": mcpServerName}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mcpServerName, Labels: labels},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: new(int64),
+			AutomountServiceAccountToken:  new(bool),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   new(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name:            mcpServerName,
+				Image:           framework.MCPServerImage,
+				ImagePullPolicy: framework.ImagePullPolicy,
+				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: mcpServerPort}},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(mcpServerPort)}},
+					PeriodSeconds: 1,
+				},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: new(bool),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+	Expect(f.Client.Create(ctx, pod)).To(Succeed())
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mcpServerName},
+		Spec: corev1.ServiceSpec{
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: mcpServerPort, TargetPort: intstr.FromInt32(mcpServerPort)}},
+		},
+	}
+	Expect(f.Client.Create(ctx, svc)).To(Succeed())
+	_, err := f.WaitForPodRunning(ctx, ns, pod.Name, 2*time.Minute)
+	Expect(err).NotTo(HaveOccurred(), "the MCP server becomes ready")
+	Expect(svc.Spec.ClusterIP).NotTo(BeEmpty())
+	return fmt.Sprintf("http://%s:%d/mcp", svc.Spec.ClusterIP, mcpServerPort)
+}
