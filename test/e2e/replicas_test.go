@@ -11,11 +11,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -120,6 +123,7 @@ var _ = Describe("three manager replicas", Ordered, ContinueOnFailure, Label("re
 		}
 		// The frozen replica wakes up while they run elsewhere.
 		cont()
+		wokeAt := time.Now()
 
 		for _, s := range all {
 			final := waitForOutcome(ctx, s, 4*time.Minute)
@@ -127,8 +131,191 @@ var _ = Describe("three manager replicas", Ordered, ContinueOnFailure, Label("re
 			evs := completeJournal(ctx, op.plugin, final, "--nats-url", url)
 			expectStepsOnce(ctx, evs, ns, final.Status.PodName, steps)
 		}
+
+		// It found out it was fenced and said so, for each session it lost: its claim taken,
+		// its journal fenced or the workspace refusing it, whichever it met first.
+		Eventually(func(g Gomega, ctx context.Context) {
+			logs, err := f.Clientset.CoreV1().Pods(op.ns).GetLogs(victim, &corev1.PodLogOptions{Container: "manager",
+				SinceTime: &metav1.Time{Time: wokeAt.Add(-time.Second)}}).DoRaw(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, s := range byPod[victim] {
+				if !s.Status.Phase.IsFinal() {
+					g.Expect(fencedLine(string(logs), ns+"/"+s.Name)).NotTo(BeEmpty(), "%s logs that it lost %s", victim, s.Name)
+				}
+			}
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	}, SpecTimeout(12*time.Minute))
+
+	It("runs 150 sessions of 10 tool calls with a replica SIGKILLed mid-run: all Succeeded, every call run once, gap-free journals", func(ctx SpecContext) {
+		run := startReplicaRun(ctx, "ao-replicas-kill", replicaSessions(), 10, 1)
+		// Mid-run: a third of the sessions are driven.
+		run.waitDriven(ctx, len(run.sessions)/3)
+		victim, takeovers := run.killBusiest(ctx)
+		GinkgoWriter.Printf("SIGKILLed replica %s: takeover of its %d running sessions %s\n", victim, len(takeovers), quantiles(takeovers))
+		run.expectSucceededOnce(ctx, op.plugin, url)
+		GinkgoWriter.Printf("%d sessions in %s; finished per replica: %v\n", len(run.sessions), run.elapsed.Round(time.Second), run.finishedBy())
+	}, SpecTimeout(25*time.Minute))
 })
+
+// fencedLine returns the line of a manager's logs where it stopped driving session (ns/name)
+// because another driver took it over, or "".
+func fencedLine(logs, session string) string {
+	for line := range strings.Lines(logs) {
+		if strings.Contains(line, session) && (strings.Contains(line, "Lost the session's claim") ||
+			strings.Contains(line, "Fenced:") || strings.Contains(line, "Superseded:")) {
+			return line
+		}
+	}
+	return ""
+}
+
+// replicaSessions is how many sessions the SIGKILL spec runs (REPLICA_SESSIONS overrides 150).
+func replicaSessions() int {
+	if n, err := strconv.Atoi(os.Getenv("REPLICA_SESSIONS")); err == nil && n > 0 {
+		return n
+	}
+	return 150
+}
+
+// replicaRun is a batch of stepsScript sessions, all created at once, run by an install's
+// replicas.
+type replicaRun struct {
+	ns       string
+	steps    int
+	created  time.Time
+	sessions []*agentsv1.AgentSession
+	// After expectSucceededOnce: the final sessions and the time from the first creation to
+	// the last completion.
+	finals  []*agentsv1.AgentSession
+	elapsed time.Duration
+}
+
+// startReplicaRun creates n sessions of steps shell calls (each sleeping sleep seconds) in a
+// new namespace, sharing one script, and deletes them all at cleanup.
+func startReplicaRun(ctx context.Context, prefix string, n, steps, sleep int) *replicaRun {
+	GinkgoHelper()
+	r := &replicaRun{ns: f.SpecNamespace(ctx, prefix), steps: steps}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "steps"},
+		Data: map[string]string{"script.yaml": stepsScript(steps, sleep)}}
+	Expect(f.Client.Create(ctx, cm)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(deleteAllSessions(ctx, r.ns)).To(Succeed())
+	}, NodeTimeout(9*time.Minute))
+	r.created = time.Now()
+	for i := range n {
+		s := loadSession(r.ns, fmt.Sprintf("s%03d", i), cm.Name)
+		s.Spec.Prompt = "Run the steps."
+		s.Spec.Limits.MaxTurns = int32(2 * steps)
+		Expect(f.Client.Create(ctx, s)).To(Succeed())
+		r.sessions = append(r.sessions, s)
+	}
+	return r
+}
+
+// waitDriven waits until at least n sessions have made a tool call.
+func (r *replicaRun) waitDriven(ctx context.Context, n int) {
+	GinkgoHelper()
+	Eventually(func(g Gomega, ctx context.Context) int {
+		var l agentsv1.AgentSessionList
+		g.Expect(f.Client.List(ctx, &l, client.InNamespace(r.ns))).To(Succeed())
+		driven := 0
+		for _, s := range l.Items {
+			if s.Status.ToolCalls > 0 {
+				driven++
+			}
+		}
+		return driven
+	}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(time.Second).Should(BeNumerically(">=", n))
+}
+
+// killBusiest SIGKILLs the manager of the replica that holds the most claims of unfinished
+// sessions of the run, and returns its pod and, for each of those sessions, the time from the
+// kill until a live process acquired its claim (the replica's restarted container or another
+// replica; takeover ends with that acquisition, the resume from the journal follows).
+func (r *replicaRun) killBusiest(ctx context.Context) (string, []time.Duration) {
+	GinkgoHelper()
+	var l agentsv1.AgentSessionList
+	Expect(f.Client.List(ctx, &l, client.InNamespace(r.ns))).To(Succeed())
+	running := map[string]bool{}
+	for _, s := range l.Items {
+		if !s.Status.Phase.IsFinal() {
+			running[claim.Name(s.UID)] = true
+		}
+	}
+	var leases coordinationv1.LeaseList
+	Expect(f.Client.List(ctx, &leases, client.InNamespace(r.ns), client.HasLabels{claim.LabelClaim})).To(Succeed())
+	held := map[string][]string{}
+	for _, lease := range leases.Items {
+		if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "" && running[lease.Name] {
+			pod := claim.ParseHolder(h).Pod
+			held[pod] = append(held[pod], lease.Name)
+		}
+	}
+	var victim string
+	for pod, names := range held {
+		if len(names) > len(held[victim]) {
+			victim = pod
+		}
+	}
+	Expect(victim).NotTo(BeEmpty(), "a replica holds claims of running sessions")
+	pids := podPIDs(victim)
+	Expect(pids).NotTo(BeEmpty(), "the manager process of %s", victim)
+	signalAll(pids, syscall.SIGKILL)
+	killedAt := time.Now()
+	GinkgoWriter.Printf("SIGKILLed replica %s (pids %v) holding %d of %d running sessions' claims\n",
+		victim, pids, len(held[victim]), len(running))
+	var takeovers []time.Duration
+	for _, name := range held[victim] {
+		lease := &coordinationv1.Lease{}
+		Eventually(func(g Gomega, ctx context.Context) {
+			g.Expect(f.Client.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name}, lease)).To(Succeed())
+			g.Expect(lease.Spec.AcquireTime).NotTo(BeNil())
+			g.Expect(lease.Spec.AcquireTime.Time).To(BeTemporally(">", killedAt), "claim %s acquired again", name)
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
+		takeovers = append(takeovers, lease.Spec.AcquireTime.Sub(killedAt))
+	}
+	slices.Sort(takeovers)
+	return victim, takeovers
+}
+
+// expectSucceededOnce waits until every session of the run Succeeded, and checks each one's
+// journal (gap-free, every event once, ending with the session's end) and that every step ran
+// exactly once in its workspace (counted there, by the command itself).
+func (r *replicaRun) expectSucceededOnce(ctx context.Context, plugin, natsURL string) {
+	GinkgoHelper()
+	var last time.Time
+	for _, s := range r.sessions {
+		final := waitForOutcome(ctx, s, 10*time.Minute)
+		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "%s: status.error=%q", s.Name, final.Status.Error)
+		if t := final.Status.CompletionTime; t != nil && t.After(last) {
+			last = t.Time
+		}
+		r.finals = append(r.finals, final)
+	}
+	r.elapsed = last.Sub(r.created)
+	for _, final := range r.finals {
+		evs := completeJournal(ctx, plugin, final, "--nats-url", natsURL)
+		expectStepsOnce(ctx, evs, r.ns, final.Status.PodName, r.steps)
+	}
+}
+
+// finishedBy counts the run's sessions by the replica that drove them to the end.
+func (r *replicaRun) finishedBy() map[string]int {
+	by := map[string]int{}
+	for _, s := range r.finals {
+		by[s.Status.Owner[strings.LastIndex(s.Status.Owner, "/")+1:]]++
+	}
+	return by
+}
+
+// quantiles formats p50, p99 and the maximum of sorted durations.
+func quantiles(sorted []time.Duration) string {
+	if len(sorted) == 0 {
+		return "(none)"
+	}
+	return fmt.Sprintf("p50 %s, p99 %s, max %s (%d)", percentile(sorted, 50).Round(time.Millisecond),
+		percentile(sorted, 99).Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), len(sorted))
+}
 
 // podPIDs returns the host processes of the manager in pod (its environment names the pod).
 func podPIDs(pod string) []int {
