@@ -127,6 +127,11 @@ type AgentSession struct {
 // +kubebuilder:validation:XValidation:rule="!oldSelf.?abort.orValue(false) || self.?abort.orValue(false)",message="spec.abort cannot be unset once set: create a new AgentSession instead"
 // +kubebuilder:validation:XValidation:rule="oldSelf.?tools.policy == self.?tools.policy",message="spec.tools.policy is immutable: create a new AgentSession to change the tool policy"
 // +kubebuilder:validation:XValidation:rule="oldSelf.?tools.webFetch == self.?tools.webFetch",message="spec.tools.webFetch is immutable: create a new AgentSession to change web access"
+// +kubebuilder:validation:XValidation:rule="oldSelf.?tools.webSearch == self.?tools.webSearch",message="spec.tools.webSearch is immutable: create a new AgentSession to change web search"
+// +kubebuilder:validation:XValidation:rule="!self.?tools.webSearch.enabled.orValue(false) || self.model.provider != 'openai-compatible'",message="spec.tools.webSearch: the openai-compatible provider (Chat Completions) has no server-side web search; use anthropic, openai or gemini, or spec.tools.webFetch"
+// +kubebuilder:validation:XValidation:rule="!has(self.tools) || !has(self.tools.webSearch) || !has(self.tools.webSearch.maxUses) || self.model.provider in ['anthropic', 'scripted']",message="spec.tools.webSearch.maxUses is an option of the anthropic provider only"
+// +kubebuilder:validation:XValidation:rule="!has(self.tools) || !has(self.tools.webSearch) || !has(self.tools.webSearch.allowedDomains) || self.model.provider in ['anthropic', 'openai', 'scripted']",message="spec.tools.webSearch.allowedDomains is an option of the anthropic and openai providers only"
+// +kubebuilder:validation:XValidation:rule="!has(self.tools) || !has(self.tools.webSearch) || !has(self.tools.webSearch.blockedDomains) || self.model.provider in ['anthropic', 'scripted']",message="spec.tools.webSearch.blockedDomains is an option of the anthropic provider only"
 type AgentSessionSpec struct {
 	// prompt is the task given to the agent as its first input. Immutable.
 	// +required
@@ -423,6 +428,14 @@ type ToolsSpec struct {
 	// +optional
 	Policy *ToolPolicy `json:"policy,omitempty"`
 
+	// webSearch offers the provider's own server-side web search (Anthropic's web search
+	// tool, OpenAI Responses' web_search, Gemini's Google Search grounding): the provider
+	// runs the searches, and their queries, results and the answer's citations are carried
+	// in ASSISTANT_TEXT_END events. The openai-compatible provider has none. Off unless
+	// enabled. Immutable. Child sessions inherit it.
+	// +optional
+	WebSearch *WebSearchSpec `json:"webSearch,omitempty"`
+
 	// webFetch offers the web_fetch tool, which fetches a URL from the workspace pod (so the
 	// pod's NetworkPolicy and spec.workspace.allowedEgressHosts apply) and returns the page as
 	// Markdown-like text. Off unless enabled. Immutable. Child sessions inherit it.
@@ -469,6 +482,40 @@ type ToolSearchSpec struct {
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=16777216
 	ThresholdBytes *int32 `json:"thresholdBytes,omitempty"`
+}
+
+// WebSearchSpec configures the provider's server-side web search.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.allowedDomains) || !has(self.blockedDomains)",message="spec.tools.webSearch: set allowedDomains or blockedDomains, not both"
+type WebSearchSpec struct {
+	// enabled offers the provider's web search to the model. Default false.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// maxUses caps the searches of one model request (anthropic only). Unset: the
+	// provider's default.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50
+	MaxUses *int32 `json:"maxUses,omitempty"`
+
+	// allowedDomains limits search results to these domains, e.g. go.dev (anthropic, openai).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[^\s/:]+(/[^\s]*)?$`
+	AllowedDomains []string `json:"allowedDomains,omitempty"`
+
+	// blockedDomains excludes these domains from search results (anthropic).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[^\s/:]+(/[^\s]*)?$`
+	BlockedDomains []string `json:"blockedDomains,omitempty"`
 }
 
 // WebFetchSpec configures the web_fetch tool.

@@ -179,6 +179,32 @@ func TestAPIServerRejectsInvalidSpecs(t *testing.T) {
 		{"remote mcp server with env", func(s *agentsv1.AgentSession) {
 			s.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "e", URL: "http://mcp.example/mcp", Env: []agentsv1.MCPEnvVar{{Name: "A", Value: "b"}}}}
 		}, "spec.tools.mcpServers[].env and workingDir apply to stdio servers (command) only"},
+		{"web search with allowed and blocked domains", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.WebSearch = &agentsv1.WebSearchSpec{Enabled: true, AllowedDomains: []string{"go.dev"}, BlockedDomains: []string{"example.com"}}
+		}, "spec.tools.webSearch: set allowedDomains or blockedDomains, not both"},
+		{"web search maxUses above cap", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.WebSearch = &agentsv1.WebSearchSpec{Enabled: true, MaxUses: ptr.To[int32](51)}
+		}, "spec.tools.webSearch.maxUses in body should be less than or equal to 50"},
+		{"web search domain with a scheme", func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.WebSearch = &agentsv1.WebSearchSpec{Enabled: true, AllowedDomains: []string{"https://go.dev"}}
+		}, "spec.tools.webSearch.allowedDomains[0] in body should match"},
+		{"web search on Chat Completions", func(s *agentsv1.AgentSession) {
+			s.Spec.Model.Provider = agentsv1.ProviderOpenAICompatible
+			s.Spec.Model.BaseURL = "http://vllm:8000/v1"
+			s.Spec.Tools.WebSearch = &agentsv1.WebSearchSpec{Enabled: true}
+		}, "the openai-compatible provider (Chat Completions) has no server-side web search"},
+		{"web search maxUses on openai", func(s *agentsv1.AgentSession) {
+			s.Spec.Model.Provider = agentsv1.ProviderOpenAI
+			s.Spec.Tools.WebSearch = &agentsv1.WebSearchSpec{Enabled: true, MaxUses: ptr.To[int32](3)}
+		}, "spec.tools.webSearch.maxUses is an option of the anthropic provider only"},
+		{"web search blocked domains on openai", func(s *agentsv1.AgentSession) {
+			s.Spec.Model.Provider = agentsv1.ProviderOpenAI
+			s.Spec.Tools.WebSearch = &agentsv1.WebSearchSpec{Enabled: true, BlockedDomains: []string{"example.com"}}
+		}, "spec.tools.webSearch.blockedDomains is an option of the anthropic provider only"},
+		{"web search allowed domains on gemini", func(s *agentsv1.AgentSession) {
+			s.Spec.Model.Provider = agentsv1.ProviderGemini
+			s.Spec.Tools.WebSearch = &agentsv1.WebSearchSpec{Enabled: true, AllowedDomains: []string{"go.dev"}}
+		}, "spec.tools.webSearch.allowedDomains is an option of the anthropic and openai providers only"},
 		{"stdio mcp server env name", func(s *agentsv1.AgentSession) {
 			s.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "e", Command: []string{"x"}, Env: []agentsv1.MCPEnvVar{{Name: "A-B"}}}}
 		}, "spec.tools.mcpServers[0].env[0].name in body should match"},
@@ -223,6 +249,9 @@ func TestAPIServerRejectsInvalidUpdates(t *testing.T) {
 			"spec.tools.policy is immutable"},
 		{"tool policy cannot be added", nil, func(s *agentsv1.AgentSession) { withPolicy(s) },
 			"spec.tools.policy is immutable"},
+		{"web search is immutable", nil, func(s *agentsv1.AgentSession) {
+			s.Spec.Tools.WebSearch = &agentsv1.WebSearchSpec{Enabled: true}
+		}, "spec.tools.webSearch is immutable"},
 		{"volume is immutable", nil, func(s *agentsv1.AgentSession) {
 			s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptr.To(resource.MustParse("1Gi"))}
 		}, "spec.workspace.volume is immutable"},

@@ -40,23 +40,63 @@ const (
 	PartToolCall   PartKind = "tool_call"
 	PartToolResult PartKind = "tool_result"
 	PartReasoning  PartKind = "reasoning"
+	// PartWebSearch is one search the provider ran with its own
+	// server-side tool (Request.WebSearch): WebSearch holds the queries
+	// and the results; Raw holds the provider's blocks or item when it
+	// must be sent back on later turns (Anthropic, OpenAI Responses).
+	PartWebSearch PartKind = "web_search"
 )
 
 // ContentPart is one piece of a Message. Exactly the field matching Kind is
-// set. Raw, when non-empty, is the provider's own item for this part (an
+// set (WebSearch for PartWebSearch). A text part may also carry Citations:
+// the sources a provider's server-side web search attributed parts of the
+// text to. Raw, when non-empty, is the provider's own item for this part (an
 // Anthropic thinking block with its signature, an OpenAI reasoning item with
-// encrypted content, a Gemini part with its thoughtSignature); the adapter for
-// Provider echoes it back verbatim on the next request, and other adapters
-// ignore it (they use Text instead). Raw parts must never be merged, split or
-// reordered.
+// encrypted content, a Gemini part with its thoughtSignature, Anthropic's
+// server_tool_use and web_search_tool_result blocks of one search); the
+// adapter for Provider echoes it back verbatim on the next request, and
+// other adapters ignore it (they use Text instead). Raw parts must never be
+// merged, split or reordered.
 type ContentPart struct {
 	Kind       PartKind        `json:"kind"`
 	Text       string          `json:"text,omitempty"`
 	Image      *Image          `json:"image,omitempty"`
 	ToolCall   *ToolCall       `json:"toolCall,omitempty"`
 	ToolResult *ToolResult     `json:"toolResult,omitempty"`
+	WebSearch  *WebSearchCall  `json:"webSearch,omitempty"`
+	Citations  []Citation      `json:"citations,omitempty"`
 	Provider   string          `json:"provider,omitempty"`
 	Raw        json.RawMessage `json:"raw,omitempty"`
+}
+
+// WebSearchCall is what one provider-hosted web search did (PartWebSearch).
+type WebSearchCall struct {
+	// ID is the provider's id of the search (Anthropic server_tool_use id,
+	// OpenAI web_search_call id); empty for Gemini.
+	ID string `json:"id,omitempty"`
+	// Queries are the search queries the model ran.
+	Queries []string `json:"queries,omitempty"`
+	// Results are the pages the search returned, when the provider says.
+	Results []WebSearchResult `json:"results,omitempty"`
+	// Error is the provider's error code when the search failed (e.g.
+	// Anthropic max_uses_exceeded).
+	Error string `json:"error,omitempty"`
+}
+
+// WebSearchResult is one page a provider-hosted web search returned.
+type WebSearchResult struct {
+	URL   string `json:"url"`
+	Title string `json:"title,omitempty"`
+}
+
+// Citation attributes a span of a text part to a web page found by a
+// provider-hosted web search.
+type Citation struct {
+	URL   string `json:"url"`
+	Title string `json:"title,omitempty"`
+	// CitedText is the text cited: the source's text (Anthropic) or the
+	// span of the answer the source supports (OpenAI, Gemini).
+	CitedText string `json:"citedText,omitempty"`
 }
 
 // Image is inline image data.
@@ -91,6 +131,28 @@ func (m Message) ToolCalls() []ToolCall {
 		}
 	}
 	return calls
+}
+
+// WebSearches returns the provider-hosted web searches of m in order.
+func (m Message) WebSearches() []WebSearchCall {
+	var out []WebSearchCall
+	for _, p := range m.Content {
+		if p.Kind == PartWebSearch && p.WebSearch != nil {
+			out = append(out, *p.WebSearch)
+		}
+	}
+	return out
+}
+
+// Citations returns the citations of m's text parts in order.
+func (m Message) Citations() []Citation {
+	var out []Citation
+	for _, p := range m.Content {
+		if p.Kind == PartText {
+			out = append(out, p.Citations...)
+		}
+	}
+	return out
 }
 
 // Reasoning joins the reasoning text of m (summaries or thinking text).
@@ -144,6 +206,21 @@ const (
 	ToolChoiceRequired ToolChoice = "required"
 )
 
+// WebSearch turns on the provider's own server-side web search tool
+// (Anthropic web_search, OpenAI Responses web_search, Gemini Google Search
+// grounding). Adapters that cannot honour it, or one of its options, fail
+// the request with KindInvalidRequest rather than drop it.
+type WebSearch struct {
+	// MaxUses caps the searches of one request (0: the provider's
+	// default). Only Anthropic has this option.
+	MaxUses int `json:"maxUses,omitempty"`
+	// AllowedDomains limits results to these domains (Anthropic, OpenAI).
+	AllowedDomains []string `json:"allowedDomains,omitempty"`
+	// BlockedDomains excludes these domains (Anthropic). At most one of
+	// AllowedDomains and BlockedDomains.
+	BlockedDomains []string `json:"blockedDomains,omitempty"`
+}
+
 // Request is one model call. System text is carried as RoleSystem messages
 // (normally one, first); adapters move it where the provider wants it.
 type Request struct {
@@ -158,6 +235,8 @@ type Request struct {
 	// session id): OpenAI adapters send it as prompt_cache_key so the
 	// requests of one session reach the same prompt cache. Others ignore it.
 	CacheKey string `json:"cacheKey,omitempty"`
+	// WebSearch, when set, offers the provider's server-side web search.
+	WebSearch *WebSearch `json:"webSearch,omitempty"`
 	// ProviderOptions holds per-provider settings keyed by provider name
 	// ("anthropic": {"beta_headers": [...]}, "gemini": {"safety_settings": [...]},
 	// "openai": {"store": true}). Adapters read only their own key.
@@ -220,6 +299,9 @@ func (r *Response) ToolCalls() []ToolCall { return r.Message.ToolCalls() }
 // Reasoning is the reasoning text, if the provider returned any.
 func (r *Response) Reasoning() string { return r.Message.Reasoning() }
 
+// WebSearches are the provider-hosted web searches the model ran.
+func (r *Response) WebSearches() []WebSearchCall { return r.Message.WebSearches() }
+
 // StreamEventType is the kind of a StreamEvent.
 type StreamEventType string
 
@@ -231,7 +313,11 @@ const (
 	EventToolCallStart  StreamEventType = "tool_call_start" // ToolCall has ID and Name
 	EventToolCallDelta  StreamEventType = "tool_call_delta" // Delta is an arguments fragment for ToolCall.ID
 	EventToolCallEnd    StreamEventType = "tool_call_end"   // ToolCall is complete
-	EventFinish         StreamEventType = "finish"          // Response is set
+	// EventWebSearch reports a provider-hosted web search as the provider
+	// streams it (WebSearch: its query, later its results); the finish
+	// event's Response has the whole PartWebSearch parts.
+	EventWebSearch StreamEventType = "web_search"
+	EventFinish    StreamEventType = "finish" // Response is set
 	// EventRestart says that the events yielded so far belong to an attempt
 	// that failed after it had started streaming (WithRetry): the consumer
 	// discards them, and a new attempt's events follow.
@@ -243,5 +329,7 @@ type StreamEvent struct {
 	Type     StreamEventType `json:"type"`
 	Delta    string          `json:"delta,omitempty"`
 	ToolCall *ToolCall       `json:"toolCall,omitempty"`
-	Response *Response       `json:"response,omitempty"`
+	// WebSearch is set on EventWebSearch.
+	WebSearch *WebSearchCall `json:"webSearch,omitempty"`
+	Response  *Response      `json:"response,omitempty"`
 }

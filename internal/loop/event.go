@@ -55,7 +55,10 @@ type Event struct {
 //	ASSISTANT_TEXT_END     Text, Reasoning, Usage, ResponseID, Assistant (the full
 //	                       assistant message incl. tool calls and provider raw parts:
 //	                       the journal rebuilds history from it), Context (window
-//	                       and the size of the request this response answered)
+//	                       and the size of the request this response answered),
+//	                       WebSearches and Citations (the provider-hosted web
+//	                       searches of the response and the citations of its
+//	                       text, also found in Assistant; omitted when none)
 //	TOOL_CALL_START        ToolName, CallID, Arguments
 //	TOOL_CALL_OUTPUT_DELTA CallID, Delta
 //	TOOL_CALL_END          ToolName, CallID, Output (FULL, untruncated) or Error,
@@ -103,4 +106,11 @@ type EventData struct {
 	// Changes is the host's structured summary of CHANGES_RECORDED (see
 	// host.go): counts and paths, no file contents.
 	Changes json.RawMessage `json:"changes,omitempty"`
+	// WebSearches are the searches the provider ran with its own web
+	// search tool for this response (ASSISTANT_TEXT_END): queries and the
+	// pages found.
+	WebSearches []llm.WebSearchCall `json:"webSearches,omitempty"`
+	// Citations are the sources the response's text cites
+	// (ASSISTANT_TEXT_END): URL, title, cited text.
+	Citations []llm.Citation `json:"citations,omitempty"`
 }

@@ -242,7 +242,7 @@ func (s *Session) recordAssistant(ctx context.Context, resp *llm.Response) ([]ll
 	s.mu.Unlock()
 	if err := s.emitSync(ctx, EventAssistantTextEnd, EventData{
 		Text: turn.Content, Reasoning: turn.Reasoning, Usage: &usage, ResponseID: resp.ID, Assistant: &msg,
-		Context: &cu,
+		Context: &cu, WebSearches: msg.WebSearches(), Citations: msg.Citations(),
 	}); err != nil {
 		return nil, err
 	}

@@ -80,6 +80,9 @@ type Session struct {
 	// deferred are the extra tools behind tool_search (toolsearch.go), nil
 	// when every tool is sent.
 	deferred *deferredTools
+	// webSearch offers the provider's server-side web search on every
+	// model request (websearch.go); nil when off.
+	webSearch *llm.WebSearch
 }
 
 type options struct {
@@ -99,6 +102,8 @@ type options struct {
 	// extraTools are the tools of WithExtraTools (extratools.go).
 	extraTools []tool.Registered
 	toolSearch ToolSearchConfig
+	// webSearch is the option of WithWebSearch (websearch.go).
+	webSearch *llm.WebSearch
 
 	compactClient Client
 }
@@ -213,7 +218,7 @@ func New(profile Profile, env tool.ExecutionEnvironment, client Client, opts ...
 		id: o.id, profile: profile, env: env, client: client, cfg: o.cfg,
 		journal: o.journal, policy: o.policy, approve: o.approver, now: o.now, depth: o.depth,
 		state: StateIdle, effort: o.cfg.ReasoningEffort, pauseOnOutage: o.pause,
-		compactClient: o.compactClient,
+		compactClient: o.compactClient, webSearch: o.webSearch,
 	}
 	if err := s.initSessionTools(); err != nil {
 		return nil, fmt.Errorf("new session: %w", err)
@@ -536,5 +541,6 @@ func (s *Session) request() *llm.Request {
 		ParallelToolCalls: &parallel,
 		ProviderOptions:   s.profile.ProviderOptions(),
 		CacheKey:          s.id,
+		WebSearch:         s.webSearchRequest(),
 	}
 }

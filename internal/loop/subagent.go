@@ -70,7 +70,7 @@ func (l *localSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.S
 	id := fmt.Sprintf("%s-agent-%d", p.id, l.n)
 	l.mu.Unlock()
 	child, err := New(profile, env, p.client, WithConfig(cfg), WithID(id), WithDepth(p.depth+1),
-		WithToolPolicy(p.policy), WithApprover(p.approve), WithClock(p.now), WithFileViews(p.files))
+		WithToolPolicy(p.policy), WithApprover(p.approve), WithClock(p.now), WithFileViews(p.files), WithWebSearch(p.webSearch))
 	if err != nil {
 		return tool.SpawnResult{}, fmt.Errorf("spawn agent: %w", err)
 	}

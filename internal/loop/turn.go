@@ -104,6 +104,11 @@ func (t *AssistantTurn) size() int {
 	for _, c := range t.ToolCalls {
 		n += len(c.Name) + len(c.Arguments)
 	}
+	for _, p := range t.Message.Content {
+		if p.Kind == llm.PartWebSearch {
+			n += len(p.Raw) // search results the provider reads back on later turns
+		}
+	}
 	return n
 }
 

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/llm"
 	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/internal/loop/profile"
 )
@@ -62,6 +63,21 @@ func toolSearchConfig(spec *agentsv1.AgentSessionSpec) loop.ToolSearchConfig {
 	}
 	if ts.ThresholdBytes != nil {
 		c.ThresholdBytes = int(*ts.ThresholdBytes)
+	}
+	return c
+}
+
+// webSearchConfig maps spec.tools.webSearch onto the web search option of
+// every model request (nil when it is not enabled). The API rejects
+// options the provider cannot honour; an adapter would also fail them.
+func webSearchConfig(spec *agentsv1.AgentSessionSpec) *llm.WebSearch {
+	ws := spec.Tools.WebSearch
+	if ws == nil || !ws.Enabled {
+		return nil
+	}
+	c := &llm.WebSearch{AllowedDomains: slices.Clone(ws.AllowedDomains), BlockedDomains: slices.Clone(ws.BlockedDomains)}
+	if ws.MaxUses != nil {
+		c.MaxUses = int(*ws.MaxUses)
 	}
 	return c
 }

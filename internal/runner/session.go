@@ -340,6 +340,7 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 		loop.WithPauseOnModelOutage(),
 		loop.WithExtraTools(mcpTools...),
 		loop.WithToolSearch(toolSearchConfig(&s.obj.Spec)), // spec.tools.toolSearch
+		loop.WithWebSearch(webSearchConfig(&s.obj.Spec)),   // spec.tools.webSearch
 	}
 	if d := s.obj.Spec.Depth; d != nil {
 		opts = append(opts, loop.WithDepth(int(*d)))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -117,11 +118,50 @@ func (c *Client) Complete(ctx context.Context, req *llm.Request) (*llm.Response,
 		return nil, err
 	}
 	opts = append(opts, option.WithRequestTimeout(c.cfg.RequestTimeout))
-	msg, err := c.messages.New(ctx, params, opts...)
-	if err != nil {
-		return nil, mapError(ctx, nil, err)
+	base := params.Messages
+	var merged *sdk.Message
+	for i := 0; ; i++ {
+		msg, err := c.messages.New(ctx, params, opts...)
+		if err != nil {
+			return nil, mapError(ctx, nil, err)
+		}
+		merged = mergePaused(merged, msg)
+		if msg.StopReason != sdk.StopReasonPauseTurn || i == MaxPauseContinuations {
+			break
+		}
+		params.Messages = continuation(base, merged)
 	}
-	return convertMessage(msg)
+	return convertMessage(merged)
+}
+
+// MaxPauseContinuations bounds how often one call continues a turn the API
+// paused (stop_reason pause_turn, e.g. a long server-side web search);
+// after that the paused answer is returned with finish reason other.
+const MaxPauseContinuations = 5
+
+// mergePaused appends msg, the continuation of a paused turn, to merged
+// (nil for the first response): content in order, usage summed over the
+// requests, the stop reason of the last.
+func mergePaused(merged, msg *sdk.Message) *sdk.Message {
+	if merged == nil {
+		m := *msg
+		m.Content = slices.Clone(msg.Content)
+		return &m
+	}
+	merged.Content = append(merged.Content, msg.Content...)
+	merged.StopReason = msg.StopReason
+	merged.Usage.InputTokens += msg.Usage.InputTokens
+	merged.Usage.OutputTokens += msg.Usage.OutputTokens
+	merged.Usage.CacheReadInputTokens += msg.Usage.CacheReadInputTokens
+	merged.Usage.CacheCreationInputTokens += msg.Usage.CacheCreationInputTokens
+	return merged
+}
+
+// continuation is the conversation that continues a paused turn: the
+// original messages and the paused assistant content as it came, which the
+// API resumes.
+func continuation(base []sdk.MessageParam, merged *sdk.Message) []sdk.MessageParam {
+	return append(slices.Clone(base), merged.ToParam())
 }
 
 // Stream sends req and yields its events, ending with EventFinish.
@@ -132,72 +172,105 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Str
 			yield(llm.StreamEvent{}, err)
 			return
 		}
-		w := &httpx.Watch{MaxBytes: maxStreamBytes, Idle: max(c.cfg.StreamIdleTimeout, 0)}
-		sctx := httpx.WithWatch(ctx, w)
-		stream := c.messages.NewStreaming(sctx, params, opts...)
-		defer stream.Close()
-		var acc sdk.Message
-		calls := map[int64]*llm.ToolCall{}
-		done := false
-		for stream.Next() {
-			ev := stream.Current()
-			if err := acc.Accumulate(ev); err != nil {
-				yield(llm.StreamEvent{}, &llm.Error{Kind: llm.KindUnknown, Provider: ProviderName, Message: "accumulate stream: " + err.Error()})
+		base := params.Messages
+		var merged *sdk.Message
+		for i := 0; ; i++ {
+			acc, ok := c.streamOnce(ctx, params, opts, yield)
+			if !ok {
 				return
 			}
-			var out []llm.StreamEvent
-			switch ev.Type {
-			case "content_block_start":
-				if ev.ContentBlock.Type == "tool_use" {
-					tc := &llm.ToolCall{ID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name}
-					calls[ev.Index] = tc
-					out = append(out, llm.StreamEvent{Type: llm.EventToolCallStart, ToolCall: &llm.ToolCall{ID: tc.ID, Name: tc.Name}})
-				}
-			case "content_block_delta":
-				switch ev.Delta.Type {
-				case "text_delta":
-					out = append(out, llm.StreamEvent{Type: llm.EventTextDelta, Delta: ev.Delta.Text})
-				case "thinking_delta":
-					out = append(out, llm.StreamEvent{Type: llm.EventReasoningDelta, Delta: ev.Delta.Thinking})
-				case "input_json_delta":
-					if tc := calls[ev.Index]; tc != nil && ev.Delta.PartialJSON != "" {
-						out = append(out, llm.StreamEvent{Type: llm.EventToolCallDelta, ToolCall: &llm.ToolCall{ID: tc.ID, Name: tc.Name}, Delta: ev.Delta.PartialJSON})
-					}
-				}
-			case "content_block_stop":
-				if tc := calls[ev.Index]; tc != nil && int(ev.Index) < len(acc.Content) {
-					end := *tc
-					end.Arguments = toolInput(acc.Content[ev.Index].Input)
-					out = append(out, llm.StreamEvent{Type: llm.EventToolCallEnd, ToolCall: &end})
-				}
-			case "message_stop":
-				done = true
+			merged = mergePaused(merged, acc)
+			if acc.StopReason != sdk.StopReasonPauseTurn || i == MaxPauseContinuations {
+				break
 			}
-			for _, e := range out {
-				if !yield(e, nil) {
-					return
-				}
-			}
+			params.Messages = continuation(base, merged)
 		}
-		if err := stream.Err(); err != nil {
-			yield(llm.StreamEvent{}, mapError(ctx, w, err))
-			return
-		}
-		if !done {
-			if err := httpx.Failure(ctx, ProviderName, w, nil); err != nil {
-				yield(llm.StreamEvent{}, err)
-				return
-			}
-			yield(llm.StreamEvent{}, httpx.Incomplete(ProviderName))
-			return
-		}
-		resp, err := convertMessage(&acc)
+		resp, err := convertMessage(merged)
 		if err != nil {
 			yield(llm.StreamEvent{}, err)
 			return
 		}
 		yield(llm.StreamEvent{Type: llm.EventFinish, Response: resp}, nil)
 	}
+}
+
+// streamOnce streams one request, yielding its deltas, and returns the
+// accumulated message; false means it yielded an error or the consumer
+// stopped.
+func (c *Client) streamOnce(ctx context.Context, params sdk.MessageNewParams, opts []option.RequestOption, yield func(llm.StreamEvent, error) bool) (*sdk.Message, bool) {
+	w := &httpx.Watch{MaxBytes: maxStreamBytes, Idle: max(c.cfg.StreamIdleTimeout, 0)}
+	sctx := httpx.WithWatch(ctx, w)
+	stream := c.messages.NewStreaming(sctx, params, opts...)
+	defer stream.Close()
+	var acc sdk.Message
+	calls := map[int64]*llm.ToolCall{}
+	searches := map[int64]bool{} // indexes of server_tool_use web_search blocks
+	done := false
+	for stream.Next() {
+		ev := stream.Current()
+		if err := acc.Accumulate(ev); err != nil {
+			yield(llm.StreamEvent{}, &llm.Error{Kind: llm.KindUnknown, Provider: ProviderName, Message: "accumulate stream: " + err.Error()})
+			return nil, false
+		}
+		var out []llm.StreamEvent
+		switch ev.Type {
+		case "content_block_start":
+			if ev.ContentBlock.Type == "tool_use" {
+				tc := &llm.ToolCall{ID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name}
+				calls[ev.Index] = tc
+				out = append(out, llm.StreamEvent{Type: llm.EventToolCallStart, ToolCall: &llm.ToolCall{ID: tc.ID, Name: tc.Name}})
+			}
+			if ev.ContentBlock.Type == "server_tool_use" && ev.ContentBlock.Name == webSearchName {
+				searches[ev.Index] = true
+			}
+			if ev.ContentBlock.Type == "web_search_tool_result" && int(ev.Index) < len(acc.Content) {
+				ws := &llm.WebSearchCall{ID: ev.ContentBlock.ToolUseID}
+				addSearchResults(ws, json.RawMessage(acc.Content[ev.Index].RawJSON()))
+				out = append(out, llm.StreamEvent{Type: llm.EventWebSearch, WebSearch: ws})
+			}
+		case "content_block_delta":
+			switch ev.Delta.Type {
+			case "text_delta":
+				out = append(out, llm.StreamEvent{Type: llm.EventTextDelta, Delta: ev.Delta.Text})
+			case "thinking_delta":
+				out = append(out, llm.StreamEvent{Type: llm.EventReasoningDelta, Delta: ev.Delta.Thinking})
+			case "input_json_delta":
+				if tc := calls[ev.Index]; tc != nil && ev.Delta.PartialJSON != "" {
+					out = append(out, llm.StreamEvent{Type: llm.EventToolCallDelta, ToolCall: &llm.ToolCall{ID: tc.ID, Name: tc.Name}, Delta: ev.Delta.PartialJSON})
+				}
+			}
+		case "content_block_stop":
+			if tc := calls[ev.Index]; tc != nil && int(ev.Index) < len(acc.Content) {
+				end := *tc
+				end.Arguments = toolInput(acc.Content[ev.Index].Input)
+				out = append(out, llm.StreamEvent{Type: llm.EventToolCallEnd, ToolCall: &end})
+			}
+			if searches[ev.Index] && int(ev.Index) < len(acc.Content) {
+				b := acc.Content[ev.Index]
+				out = append(out, llm.StreamEvent{Type: llm.EventWebSearch, WebSearch: &llm.WebSearchCall{ID: b.ID, Queries: searchQueries(b.Input)}})
+			}
+		case "message_stop":
+			done = true
+		}
+		for _, e := range out {
+			if !yield(e, nil) {
+				return nil, false
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		yield(llm.StreamEvent{}, mapError(ctx, w, err))
+		return nil, false
+	}
+	if !done {
+		if err := httpx.Failure(ctx, ProviderName, w, nil); err != nil {
+			yield(llm.StreamEvent{}, err)
+			return nil, false
+		}
+		yield(llm.StreamEvent{}, httpx.Incomplete(ProviderName))
+		return nil, false
+	}
+	return &acc, true
 }
 
 func toolInput(raw json.RawMessage) json.RawMessage {
@@ -263,6 +336,23 @@ func (c *Client) params(req *llm.Request) (sdk.MessageNewParams, []option.Reques
 	}
 	p.Messages = msgs
 
+	if ws := req.WebSearch; ws != nil {
+		if len(ws.AllowedDomains) > 0 && len(ws.BlockedDomains) > 0 {
+			return sdk.MessageNewParams{}, nil, invalid("web search: allowed and blocked domains cannot both be set")
+		}
+		if ws.MaxUses < 0 {
+			return sdk.MessageNewParams{}, nil, invalid("web search: max uses %d: must not be negative", ws.MaxUses)
+		}
+		tool := &sdk.WebSearchTool20250305Param{AllowedDomains: ws.AllowedDomains, BlockedDomains: ws.BlockedDomains}
+		if ws.MaxUses > 0 {
+			tool.MaxUses = param.NewOpt(int64(ws.MaxUses))
+		}
+		if cache && len(req.Tools) == 0 {
+			tool.CacheControl = sdk.NewCacheControlEphemeralParam()
+		}
+		// First, so the cache breakpoint on the last function tool covers it.
+		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfWebSearchTool20250305: tool})
+	}
 	for i, t := range req.Tools {
 		schema := t.Parameters
 		if len(schema) == 0 {
@@ -408,6 +498,18 @@ func convertMessages(msgs []llm.Message) ([]sdk.MessageParam, error) {
 						return nil, err
 					}
 					blocks = append(blocks, b)
+				case llm.PartWebSearch:
+					if part.Provider != ProviderName || len(part.Raw) == 0 {
+						continue // another provider's search cannot be replayed
+					}
+					var raws []json.RawMessage
+					if err := json.Unmarshal(part.Raw, &raws); err != nil {
+						return nil, invalid("web search part: raw blocks: %v", err)
+					}
+					for _, r := range raws {
+						// Sent back verbatim, as the API requires.
+						blocks = append(blocks, param.Override[sdk.ContentBlockParamUnion](r))
+					}
 				case llm.PartToolCall:
 					if part.ToolCall == nil {
 						continue
@@ -480,7 +582,21 @@ func convertMessage(msg *sdk.Message) (*llm.Response, error) {
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":
-			resp.Message.Content = append(resp.Message.Content, llm.ContentPart{Kind: llm.PartText, Text: b.Text})
+			resp.Message.Content = append(resp.Message.Content, llm.ContentPart{Kind: llm.PartText, Text: b.Text, Citations: citations(b.Citations)})
+		case "server_tool_use":
+			if b.Name != webSearchName {
+				continue
+			}
+			raw, err := json.Marshal([]json.RawMessage{json.RawMessage(b.RawJSON())})
+			if err != nil {
+				return nil, &llm.Error{Kind: llm.KindUnknown, Provider: ProviderName, Message: "encode server_tool_use block: " + err.Error()}
+			}
+			resp.Message.Content = append(resp.Message.Content, llm.ContentPart{Kind: llm.PartWebSearch, Provider: ProviderName, Raw: raw,
+				WebSearch: &llm.WebSearchCall{ID: b.ID, Queries: searchQueries(b.Input)}})
+		case "web_search_tool_result":
+			if err := addSearchResult(&resp.Message, b); err != nil {
+				return nil, err
+			}
 		case "thinking":
 			raw, _ := json.Marshal(map[string]string{"type": "thinking", "thinking": b.Thinking, "signature": b.Signature})
 			resp.Message.Content = append(resp.Message.Content, llm.ContentPart{Kind: llm.PartReasoning, Text: b.Thinking, Provider: ProviderName, Raw: raw})
@@ -504,6 +620,91 @@ func convertMessage(msg *sdk.Message) (*llm.Response, error) {
 		resp.FinishReason = llm.FinishToolCalls
 	}
 	return resp, nil
+}
+
+// webSearchName is the name of Anthropic's web search server tool.
+const webSearchName = "web_search"
+
+// searchQueries reads the query of a web_search server_tool_use input.
+func searchQueries(input json.RawMessage) []string {
+	var in struct {
+		Query string `json:"query"`
+	}
+	if json.Unmarshal(input, &in) != nil || in.Query == "" {
+		return nil
+	}
+	return []string{in.Query}
+}
+
+// addSearchResults adds the results (or the error) of a
+// web_search_tool_result block to ws.
+func addSearchResults(ws *llm.WebSearchCall, block json.RawMessage) {
+	var b struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(block, &b) != nil {
+		return
+	}
+	var results []struct {
+		URL   string `json:"url"`
+		Title string `json:"title"`
+	}
+	if json.Unmarshal(b.Content, &results) == nil {
+		for _, r := range results {
+			ws.Results = append(ws.Results, llm.WebSearchResult{URL: r.URL, Title: r.Title})
+		}
+		return
+	}
+	var e struct {
+		ErrorCode string `json:"error_code"`
+	}
+	if json.Unmarshal(b.Content, &e) == nil && e.ErrorCode != "" {
+		ws.Error = e.ErrorCode
+	}
+}
+
+// addSearchResult folds a web_search_tool_result block into the web search
+// part of its server_tool_use (one part holds both blocks, in order), or
+// into a part of its own if that is missing.
+func addSearchResult(msg *llm.Message, b sdk.ContentBlockUnion) error {
+	block := json.RawMessage(b.RawJSON())
+	for i := len(msg.Content) - 1; i >= 0; i-- {
+		p := &msg.Content[i]
+		if p.Kind != llm.PartWebSearch || p.WebSearch == nil || p.WebSearch.ID != b.ToolUseID {
+			continue
+		}
+		var raws []json.RawMessage
+		if err := json.Unmarshal(p.Raw, &raws); err != nil {
+			return &llm.Error{Kind: llm.KindUnknown, Provider: ProviderName, Message: "decode web search part: " + err.Error()}
+		}
+		raw, err := json.Marshal(append(raws, block))
+		if err != nil {
+			return &llm.Error{Kind: llm.KindUnknown, Provider: ProviderName, Message: "encode web search part: " + err.Error()}
+		}
+		ws := *p.WebSearch
+		addSearchResults(&ws, block)
+		p.WebSearch, p.Raw = &ws, raw
+		return nil
+	}
+	raw, err := json.Marshal([]json.RawMessage{block})
+	if err != nil {
+		return &llm.Error{Kind: llm.KindUnknown, Provider: ProviderName, Message: "encode web search part: " + err.Error()}
+	}
+	ws := &llm.WebSearchCall{ID: b.ToolUseID}
+	addSearchResults(ws, block)
+	msg.Content = append(msg.Content, llm.ContentPart{Kind: llm.PartWebSearch, Provider: ProviderName, Raw: raw, WebSearch: ws})
+	return nil
+}
+
+// citations maps the web_search_result_location citations of a text block.
+func citations(cs []sdk.TextCitationUnion) []llm.Citation {
+	var out []llm.Citation
+	for _, c := range cs {
+		if c.Type == "web_search_result_location" {
+			out = append(out, llm.Citation{URL: c.URL, Title: c.Title, CitedText: c.CitedText})
+		}
+	}
+	return out
 }
 
 func finishReason(r sdk.StopReason) llm.FinishReason {

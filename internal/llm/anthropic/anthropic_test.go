@@ -20,12 +20,52 @@ func targetConfig(tg llmtest.Target) Config {
 
 func TestSuite(t *testing.T) {
 	llmtest.Suite{
-		Protocol:     llmtest.Anthropic,
-		New:          newClient,
-		SecretEnv:    []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_CUSTOM_HEADERS"},
-		CheckRequest: checkRequests,
-		CheckCaching: checkCaching,
+		Protocol:       llmtest.Anthropic,
+		New:            newClient,
+		SecretEnv:      []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_CUSTOM_HEADERS"},
+		CheckRequest:   checkRequests,
+		CheckCaching:   checkCaching,
+		WebSearch:      &llm.WebSearch{MaxUses: 3, AllowedDomains: []string{"go.dev"}},
+		CheckWebSearch: checkWebSearch,
 	}.Run(t)
+}
+
+// checkWebSearch asserts the web_search_20250305 tool with its options on
+// the first request, and the server_tool_use and web_search_tool_result
+// blocks sent back verbatim, before the text, on the second.
+func checkWebSearch(t *testing.T, reqs []llmtest.Request) {
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	tool, _ := llmtest.Path(reqs[0].Body, "tools", 0).(map[string]any)
+	want := map[string]any{"type": "web_search_20250305", "name": "web_search", "max_uses": float64(3), "allowed_domains": []any{"go.dev"}}
+	for k, v := range want {
+		if got, _ := json.Marshal(tool[k]); string(got) != string(must(json.Marshal(v))) {
+			t.Errorf("tools.0.%s = %s, want %v", k, got, v)
+		}
+	}
+	if _, ok := tool["blocked_domains"]; ok {
+		t.Error("tools.0 has blocked_domains")
+	}
+	assistant := llmtest.Path(reqs[1].Body, "messages", 1, "content")
+	for i, typ := range []string{"server_tool_use", "web_search_tool_result", "text"} {
+		if got := llmtest.Path(assistant, i, "type"); got != typ {
+			t.Errorf("messages.1.content.%d.type = %v, want %s", i, got, typ)
+		}
+	}
+	if llmtest.Path(assistant, 0, "id") != llmtest.Path(assistant, 1, "tool_use_id") || llmtest.Path(assistant, 0, "input", "query") != llmtest.WebSearchQuery {
+		t.Errorf("search blocks not sent back as received: %v", assistant)
+	}
+	if enc, _ := llmtest.Path(assistant, 1, "content", 0, "encrypted_content").(string); enc == "" {
+		t.Error("web_search_result sent back without its encrypted_content")
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // checkCaching asserts that each request of the suite's three-request
@@ -285,5 +325,113 @@ func TestMidStreamOverloadedIsAServerError(t *testing.T) {
 	var e *llm.Error
 	if !errors.As(err, &e) || e.Kind != llm.KindServer || e.Code != "overloaded_error" || !e.Retryable() {
 		t.Fatalf("err = %#v", err)
+	}
+}
+
+func TestWebSearchOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		ws      llm.WebSearch
+		wantErr bool
+	}{
+		{name: "allowed and blocked domains together", ws: llm.WebSearch{AllowedDomains: []string{"go.dev"}, BlockedDomains: []string{"example.com"}}, wantErr: true},
+		{name: "negative max uses", ws: llm.WebSearch{MaxUses: -1}, wantErr: true},
+		{name: "blocked domains", ws: llm.WebSearch{BlockedDomains: []string{"example.com"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := llmtest.StartScript(t, llmtest.Anthropic, llmtest.ParseScript(t, `turns: [{text: "ok"}]`))
+			c := newClient(t, llmtest.Target{BaseURL: srv.BaseURL(), Model: "claude-test"})
+			_, err := c.Complete(t.Context(), &llm.Request{WebSearch: &tt.ws, Messages: []llm.Message{llm.TextMessage(llm.RoleUser, "hi")}})
+			if tt.wantErr {
+				if llm.KindOf(err) != llm.KindInvalidRequest || len(srv.Requests()) != 0 {
+					t.Fatalf("error = %v after %d requests, want an invalid-request error before any request", err, len(srv.Requests()))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := llmtest.Path(srv.Requests()[0].Body, "tools", 0, "blocked_domains", 0); got != "example.com" {
+				t.Fatalf("tools.0.blocked_domains = %v", got)
+			}
+		})
+	}
+}
+
+// TestWebSearchError checks that a failed search (an error in place of the
+// results) is reported on the part and still sent back.
+func TestWebSearchError(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		srv := llmtest.StartScript(t, llmtest.Anthropic, llmtest.ParseScript(t, `
+turns:
+  - webSearch: {query: "q", error: max_uses_exceeded}
+    text: "I could not search."
+  - expect: {historyWebSearch: "q"}
+    text: "ok"
+`))
+		c := newClient(t, llmtest.Target{BaseURL: srv.BaseURL(), Model: "claude-test"})
+		req := &llm.Request{WebSearch: &llm.WebSearch{MaxUses: 1}, Messages: []llm.Message{llm.TextMessage(llm.RoleUser, "hi")}}
+		var resp *llm.Response
+		var err error
+		if stream {
+			resp, _, _, _, err = llmtest.Collect(c.Stream(t.Context(), req))
+		} else {
+			resp, err = c.Complete(t.Context(), req)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := resp.WebSearches()
+		if len(ws) != 1 || ws[0].Error != "max_uses_exceeded" || len(ws[0].Results) != 0 {
+			t.Fatalf("stream %v: web searches %+v, want one failed with max_uses_exceeded", stream, ws)
+		}
+		req.Messages = append(req.Messages, resp.Message, llm.TextMessage(llm.RoleUser, "and now?"))
+		if _, err := c.Complete(t.Context(), req); err != nil {
+			t.Fatalf("stream %v: next turn: %v", stream, err)
+		}
+		if got := llmtest.Path(srv.Requests()[1].Body, "messages", 1, "content", 1, "content", "error_code"); got != "max_uses_exceeded" {
+			t.Fatalf("stream %v: the failed search was not sent back: %v", stream, got)
+		}
+	}
+}
+
+// TestPauseTurnIsContinued: a turn the API pauses (stop_reason pause_turn,
+// here after a web search) is sent back as it came and continued within
+// the same call; the caller gets one answer with both parts.
+func TestPauseTurnIsContinued(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		srv := llmtest.StartScript(t, llmtest.Anthropic, llmtest.ParseScript(t, `
+turns:
+  - webSearch: {query: "q", results: [{url: "https://go.dev/", title: "Go"}]}
+    pauseTurn: true
+    usage: {inputTokens: 100, outputTokens: 10}
+  - expect: {historyWebSearch: "q"}
+    text: "Found it."
+    usage: {inputTokens: 300, outputTokens: 20}
+`))
+		c := newClient(t, llmtest.Target{BaseURL: srv.BaseURL(), Model: "claude-test"})
+		req := &llm.Request{WebSearch: &llm.WebSearch{}, Messages: []llm.Message{llm.TextMessage(llm.RoleUser, "search")}}
+		var resp *llm.Response
+		var err error
+		if stream {
+			resp, _, _, _, err = llmtest.Collect(c.Stream(t.Context(), req))
+		} else {
+			resp, err = c.Complete(t.Context(), req)
+		}
+		if err != nil {
+			t.Fatalf("stream %v: %v", stream, err)
+		}
+		if len(resp.WebSearches()) != 1 || resp.Text() != "Found it." || resp.FinishReason != llm.FinishStop {
+			t.Fatalf("stream %v: searches %+v text %q finish %q", stream, resp.WebSearches(), resp.Text(), resp.FinishReason)
+		}
+		if resp.Usage.InputTokens != 400 || resp.Usage.OutputTokens != 30 {
+			t.Errorf("stream %v: usage %+v, want the sum of both requests", stream, resp.Usage)
+		}
+		reqs := srv.Requests()
+		if len(reqs) != 2 || llmtest.Path(reqs[1].Body, "messages", 1, "role") != "assistant" ||
+			llmtest.Path(reqs[1].Body, "messages", 1, "content", 0, "type") != "server_tool_use" {
+			t.Fatalf("stream %v: %d requests; the continuation does not send the paused turn back", stream, len(reqs))
+		}
 	}
 }

@@ -173,6 +173,9 @@ type accumulator struct {
 	finish  genai.FinishReason
 	blocked string
 	usage   *genai.GenerateContentResponseUsageMetadata
+	// grounding is the last groundingMetadata of the candidate: the
+	// Google Search grounding (queries, sources, supports).
+	grounding *genai.GroundingMetadata
 }
 
 func newAccumulator() *accumulator {
@@ -209,10 +212,14 @@ func (a *accumulator) add(r *genai.GenerateContentResponse) []llm.StreamEvent {
 	if cand.FinishReason != "" {
 		a.finish = cand.FinishReason
 	}
-	if cand.Content == nil {
-		return nil
-	}
 	var evs []llm.StreamEvent
+	if g := cand.GroundingMetadata; g != nil && (len(g.WebSearchQueries) > 0 || len(g.GroundingChunks) > 0) {
+		a.grounding = g
+		evs = append(evs, llm.StreamEvent{Type: llm.EventWebSearch, WebSearch: webSearch(g)})
+	}
+	if cand.Content == nil {
+		return evs
+	}
 	for _, p := range cand.Content.Parts {
 		if p == nil {
 			continue
@@ -262,6 +269,59 @@ func (a *accumulator) add(r *genai.GenerateContentResponse) []llm.StreamEvent {
 	return evs
 }
 
+// webSearch maps Google Search grounding to the search it ran: its
+// queries and the web sources (grounding chunks) it used.
+func webSearch(g *genai.GroundingMetadata) *llm.WebSearchCall {
+	ws := &llm.WebSearchCall{Queries: append([]string(nil), g.WebSearchQueries...)}
+	for _, c := range g.GroundingChunks {
+		if c != nil && c.Web != nil {
+			ws.Results = append(ws.Results, llm.WebSearchResult{URL: c.Web.URI, Title: c.Web.Title})
+		}
+	}
+	return ws
+}
+
+// addGrounding puts the search of g into msg as a PartWebSearch part ahead
+// of the first text part, and its supports as citations on the last text
+// part (a support's segment is a span of the answer text; Gemini does not
+// need the grounding sent back, so the part has no Raw).
+func addGrounding(msg *llm.Message, g *genai.GroundingMetadata) {
+	var cites []llm.Citation
+	for _, s := range g.GroundingSupports {
+		if s == nil {
+			continue
+		}
+		text := ""
+		if s.Segment != nil {
+			text = s.Segment.Text
+		}
+		for _, i := range s.GroundingChunkIndices {
+			if int(i) < len(g.GroundingChunks) && g.GroundingChunks[i] != nil && g.GroundingChunks[i].Web != nil {
+				w := g.GroundingChunks[i].Web
+				cites = append(cites, llm.Citation{URL: w.URI, Title: w.Title, CitedText: text})
+			}
+		}
+	}
+	first, last := -1, -1
+	for i, p := range msg.Content {
+		if p.Kind == llm.PartText {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if last >= 0 {
+		msg.Content[last].Citations = cites
+	}
+	part := llm.ContentPart{Kind: llm.PartWebSearch, Provider: ProviderName, WebSearch: webSearch(g)}
+	if first < 0 {
+		msg.Content = append(msg.Content, part)
+		return
+	}
+	msg.Content = append(msg.Content[:first], append([]llm.ContentPart{part}, msg.Content[first:]...)...)
+}
+
 // isPlainText reports whether p holds only text (and thought markers).
 func isPlainText(p *genai.Part) bool {
 	return p.FunctionCall == nil && p.FunctionResponse == nil && p.InlineData == nil && p.FileData == nil &&
@@ -297,6 +357,9 @@ func (a *accumulator) response() (*llm.Response, error) {
 			part.Kind, part.Text = llm.PartText, p.Text
 		}
 		resp.Message.Content = append(resp.Message.Content, part)
+	}
+	if g := a.grounding; g != nil {
+		addGrounding(&resp.Message, g)
 	}
 	if u := a.usage; u != nil {
 		resp.Usage = llm.Usage{InputTokens: int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
@@ -369,6 +432,17 @@ func (c *Client) params(req *llm.Request) (string, []*genai.Content, *genai.Gene
 		if req.ToolChoice != "" {
 			config.ToolConfig = &genai.ToolConfig{FunctionCallingConfig: &genai.FunctionCallingConfig{Mode: mode}}
 		}
+	}
+	if ws := req.WebSearch; ws != nil {
+		// The Gemini API's googleSearch tool has no use limit or domain
+		// filters (excludeDomains is Vertex AI only).
+		switch {
+		case ws.MaxUses > 0:
+			return "", nil, nil, invalid("web search: max uses is not an option of Gemini's Google Search grounding")
+		case len(ws.AllowedDomains) > 0 || len(ws.BlockedDomains) > 0:
+			return "", nil, nil, invalid("web search: allowed and blocked domains are not options of the Gemini API's Google Search grounding")
+		}
+		config.Tools = append(config.Tools, &genai.Tool{GoogleSearch: &genai.GoogleSearch{}})
 	}
 	if req.MaxOutputTokens > 0 {
 		config.MaxOutputTokens = int32(req.MaxOutputTokens)

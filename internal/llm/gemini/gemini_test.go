@@ -23,12 +23,53 @@ func targetConfig(tg llmtest.Target) Config {
 
 func TestSuite(t *testing.T) {
 	llmtest.Suite{
-		Protocol:     llmtest.Gemini,
-		New:          newClient,
-		SecretEnv:    []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI"},
-		CheckRequest: checkRequests,
-		CheckCaching: checkCaching,
+		Protocol:       llmtest.Gemini,
+		New:            newClient,
+		SecretEnv:      []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI"},
+		CheckRequest:   checkRequests,
+		CheckCaching:   checkCaching,
+		WebSearch:      &llm.WebSearch{},
+		CheckWebSearch: checkWebSearch,
 	}.Run(t)
+}
+
+// checkWebSearch asserts the googleSearch tool next to the function
+// declarations on the first request, and that the second sends the answer
+// text back without the grounding (Gemini takes none).
+func checkWebSearch(t *testing.T, reqs []llmtest.Request) {
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	tools, _ := reqs[0].Body["tools"].([]any)
+	if len(tools) != 2 || llmtest.Path(tools, 0, "functionDeclarations") == nil || llmtest.Path(tools, 1, "googleSearch") == nil {
+		t.Errorf("tools = %v, want functionDeclarations and googleSearch", tools)
+	}
+	model := llmtest.Path(reqs[1].Body, "contents", 1)
+	if llmtest.Path(model, "role") != "model" || !strings.HasPrefix(llmtest.Path(model, "parts", 0, "text").(string), "Go 1.26") {
+		t.Errorf("contents[1] = %v, want the model's answer", model)
+	}
+	if strings.Contains(string(reqs[1].RawBody), "groundingMetadata") || strings.Contains(string(reqs[1].RawBody), "go.dev/doc") {
+		t.Error("the grounding metadata was sent back")
+	}
+}
+
+func TestWebSearchOptionsRejected(t *testing.T) {
+	c, err := New(Config{Model: "gemini-3-pro"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ws := range map[string]*llm.WebSearch{
+		"max uses":        {MaxUses: 3},
+		"allowed domains": {AllowedDomains: []string{"go.dev"}},
+		"blocked domains": {BlockedDomains: []string{"example.com"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := c.Complete(t.Context(), &llm.Request{WebSearch: ws, Messages: []llm.Message{llm.TextMessage(llm.RoleUser, "hi")}})
+			if llm.KindOf(err) != llm.KindInvalidRequest || !strings.Contains(err.Error(), "web search") {
+				t.Fatalf("error = %v, want an invalid-request error about web search", err)
+			}
+		})
+	}
 }
 
 // checkCaching asserts that the requests rely on Gemini's implicit caching:

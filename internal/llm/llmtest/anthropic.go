@@ -34,6 +34,23 @@ func anthropicDecode(_ *http.Request, body map[string]any) (*llm.Request, bool, 
 	if oc := obj(body, "output_config"); oc != nil && str(oc, "effort") != "" {
 		req.ReasoningEffort = str(oc, "effort")
 	}
+	for i, x := range arr(body, "tools") {
+		t, _ := x.(map[string]any)
+		if str(t, "type") != "web_search_20250305" {
+			continue
+		}
+		if str(t, "name") != "web_search" {
+			return nil, false, errorf("tools.%d.name: web_search_20250305 must be named web_search", i)
+		}
+		ws := &llm.WebSearch{MaxUses: int(num(t, "max_uses")), AllowedDomains: strs(t, "allowed_domains"), BlockedDomains: strs(t, "blocked_domains")}
+		if len(ws.AllowedDomains) > 0 && len(ws.BlockedDomains) > 0 {
+			return nil, false, errorf("tools.%d: Cannot specify both allowed_domains and blocked_domains", i)
+		}
+		if _, set := t["max_uses"]; set && ws.MaxUses <= 0 {
+			return nil, false, errorf("tools.%d.max_uses: must be greater than 0", i)
+		}
+		req.WebSearch = ws
+	}
 	var b builder
 	var pending []string // tool_use ids the next user message must answer first
 	for i, x := range arr(body, "messages") {
@@ -82,9 +99,33 @@ func anthropicDecode(_ *http.Request, body map[string]any) (*llm.Request, bool, 
 				return nil, false, errorf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s", i-1, strings.Join(pending, ", "))
 			}
 			b.cut()
-			for _, y := range blocks {
+			searches := map[string]*llm.WebSearchCall{} // server_tool_use ids waiting for their result
+			for j, y := range blocks {
 				blk, _ := y.(map[string]any)
 				switch str(blk, "type") {
+				case "server_tool_use":
+					ws := &llm.WebSearchCall{ID: str(blk, "id")}
+					if q := str(obj(blk, "input"), "query"); q != "" {
+						ws.Queries = []string{q}
+					}
+					searches[ws.ID] = ws
+				case "web_search_tool_result":
+					ws := searches[str(blk, "tool_use_id")]
+					if ws == nil {
+						return nil, false, errorf("messages.%d.content.%d: web_search_tool_result block(s) provided when previous message does not have a matching server_tool_use block with id %s", i, j, str(blk, "tool_use_id"))
+					}
+					delete(searches, ws.ID)
+					if c := obj(blk, "content"); c != nil {
+						ws.Error = str(c, "error_code")
+					}
+					for _, r := range arr(blk, "content") {
+						rm, _ := r.(map[string]any)
+						if str(rm, "encrypted_content") == "" {
+							return nil, false, errorf("messages.%d.content.%d: web_search_result without its encrypted_content", i, j)
+						}
+						ws.Results = append(ws.Results, llm.WebSearchResult{URL: str(rm, "url"), Title: str(rm, "title")})
+					}
+					b.add(llm.RoleAssistant, llm.ContentPart{Kind: llm.PartWebSearch, WebSearch: ws})
 				case "text":
 					b.add(llm.RoleAssistant, text(str(blk, "text")))
 				case "thinking":
@@ -100,6 +141,9 @@ func anthropicDecode(_ *http.Request, body map[string]any) (*llm.Request, bool, 
 					args, _ := json.Marshal(blk["input"])
 					b.add(llm.RoleAssistant, toolCall(id, str(blk, "name"), args))
 				}
+			}
+			for id := range searches {
+				return nil, false, errorf("messages.%d: server_tool_use ids were found without web_search_tool_result blocks immediately after: %s", i, id)
 			}
 		default:
 			return nil, false, errorf("messages.%d.role: unexpected role %q", i, role)
@@ -121,8 +165,11 @@ func anthropicUsage(u llm.Usage) map[string]any {
 }
 
 func anthropicStop(resp *llm.Response) string {
-	if resp.FinishReason == llm.FinishToolCalls {
+	switch resp.FinishReason {
+	case llm.FinishToolCalls:
 		return "tool_use"
+	case llm.FinishOther:
+		return "pause_turn"
 	}
 	return "end_turn"
 }
@@ -137,8 +184,19 @@ func anthropicBlocks(resp *llm.Response) []map[string]any {
 		switch p.Kind {
 		case llm.PartReasoning:
 			out = append(out, map[string]any{"type": "thinking", "thinking": p.Text, "signature": signature(resp.ID)})
+		case llm.PartWebSearch:
+			out = append(out, anthropicSearchBlocks(p.WebSearch)...)
 		case llm.PartText:
-			out = append(out, map[string]any{"type": "text", "text": p.Text})
+			blk := map[string]any{"type": "text", "text": p.Text}
+			if len(p.Citations) > 0 {
+				var cs []any
+				for _, c := range p.Citations {
+					cs = append(cs, map[string]any{"type": "web_search_result_location", "url": c.URL, "title": c.Title,
+						"cited_text": c.CitedText, "encrypted_index": signature(c.URL)})
+				}
+				blk["citations"] = cs
+			}
+			out = append(out, blk)
 		case llm.PartToolCall:
 			out = append(out, map[string]any{"type": "tool_use", "id": p.ToolCall.ID, "name": p.ToolCall.Name, "input": argsObject(p.ToolCall.Arguments)})
 		}
@@ -146,11 +204,47 @@ func anthropicBlocks(resp *llm.Response) []map[string]any {
 	return out
 }
 
-func anthropicResponse(resp *llm.Response) any {
+// anthropicSearchBlocks renders a web search as the API does: a
+// server_tool_use block, then its web_search_tool_result block.
+func anthropicSearchBlocks(ws *llm.WebSearchCall) []map[string]any {
+	query := ""
+	if len(ws.Queries) > 0 {
+		query = ws.Queries[0]
+	}
+	var content any = map[string]any{"type": "web_search_tool_result_error", "error_code": ws.Error}
+	if ws.Error == "" {
+		results := []any{}
+		for _, r := range ws.Results {
+			results = append(results, map[string]any{"type": "web_search_result", "url": r.URL, "title": r.Title,
+				"encrypted_content": signature(r.URL), "page_age": "April 30, 2025"})
+		}
+		content = results
+	}
+	return []map[string]any{
+		{"type": "server_tool_use", "id": ws.ID, "name": "web_search", "input": map[string]any{"query": query}},
+		{"type": "web_search_tool_result", "tool_use_id": ws.ID, "content": content},
+	}
+}
+
+func anthropicSearchCount(resp *llm.Response) int {
+	n := 0
+	for _, p := range resp.Message.Content {
+		if p.Kind == llm.PartWebSearch {
+			n++
+		}
+	}
+	return n
+}
+
+func anthropicResponse(resp *llm.Response, _ map[string]any) any {
+	usage := anthropicUsage(resp.Usage)
+	if n := anthropicSearchCount(resp); n > 0 {
+		usage["server_tool_use"] = map[string]any{"web_search_requests": n}
+	}
 	return map[string]any{
 		"id": "msg_" + resp.ID, "type": "message", "role": "assistant", "model": resp.Model,
 		"content": anthropicBlocks(resp), "stop_reason": anthropicStop(resp), "stop_sequence": nil,
-		"usage": anthropicUsage(resp.Usage),
+		"usage": usage,
 	}
 }
 
@@ -183,9 +277,27 @@ func anthropicStream(w *sse, reply scripted.Reply, r *http.Request, _ map[string
 				"content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
 			delta(map[string]any{"type": "thinking_delta", "thinking": blk["thinking"]})
 			delta(map[string]any{"type": "signature_delta", "signature": blk["signature"]})
-		case "text":
+		case "server_tool_use":
 			w.event("content_block_start", map[string]any{"type": "content_block_start", "index": i,
-				"content_block": map[string]any{"type": "text", "text": ""}})
+				"content_block": map[string]any{"type": "server_tool_use", "id": blk["id"], "name": blk["name"], "input": map[string]any{}}})
+			args, _ := json.Marshal(blk["input"])
+			delta(map[string]any{"type": "input_json_delta", "partial_json": ""})
+			for _, frag := range splitArgs(string(args)) {
+				delta(map[string]any{"type": "input_json_delta", "partial_json": frag})
+			}
+		case "web_search_tool_result":
+			// The results arrive whole in the block's start event.
+			w.event("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": blk})
+		case "text":
+			start := map[string]any{"type": "text", "text": ""}
+			cs, cited := blk["citations"].([]any)
+			if cited {
+				start["citations"] = []any{}
+			}
+			w.event("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": start})
+			for _, c := range cs {
+				delta(map[string]any{"type": "citations_delta", "citation": c})
+			}
 			for j, c := range textChunks(blk["text"].(string)) {
 				delta(map[string]any{"type": "text_delta", "text": c})
 				if j == 0 && reply.Stall {
@@ -218,6 +330,9 @@ func anthropicStream(w *sse, reply scripted.Reply, r *http.Request, _ map[string
 	// counts next to the final output count.
 	finalUsage := anthropicUsage(resp.Usage)
 	delete(finalUsage, "cache_creation")
+	if n := anthropicSearchCount(resp); n > 0 {
+		finalUsage["server_tool_use"] = map[string]any{"web_search_requests": n}
+	}
 	w.event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": anthropicStop(resp), "stop_sequence": nil},
 		"usage": finalUsage})

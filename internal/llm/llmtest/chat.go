@@ -90,7 +90,7 @@ func chatFinish(resp *llm.Response) string {
 	return "stop"
 }
 
-func chatResponse(resp *llm.Response) any {
+func chatResponse(resp *llm.Response, _ map[string]any) any {
 	msg := map[string]any{"role": "assistant", "content": nil}
 	if t := resp.Message.Text(); t != "" {
 		msg["content"] = t

@@ -18,5 +18,12 @@
 // signature or function responses split across contents), so a passing
 // adapter test shows the adapter built an acceptable history.
 //
+// A turn's webSearch is sent in the provider's server-side search shape
+// (Anthropic server_tool_use and web_search_tool_result blocks with
+// citations on the text, Responses web_search_call items with url_citation
+// annotations, Gemini groundingMetadata), and the provider's search tool
+// in a request is decoded into llm.Request.WebSearch, so scripts can expect
+// its options and the searches sent back in the history.
+//
 // Only tests and test/llmserver import this package.
 package llmtest

@@ -31,6 +31,16 @@ func geminiDecode(r *http.Request, body map[string]any) (*llm.Request, bool, err
 			}
 		}
 	}
+	for i, x := range arr(body, "tools") {
+		t, _ := x.(map[string]any)
+		if gs, ok := t["googleSearch"]; ok {
+			g, _ := gs.(map[string]any)
+			if _, ok := g["excludeDomains"]; ok {
+				return nil, false, errorf("tools[%d].googleSearch: excludeDomains parameter is not supported in Gemini API.", i)
+			}
+			req.WebSearch = &llm.WebSearch{}
+		}
+	}
 	var b builder
 	pendingCalls := 0
 	for i, x := range arr(body, "contents") {
@@ -135,11 +145,67 @@ func geminiChunk(resp *llm.Response, parts []map[string]any, last bool) map[stri
 	if last {
 		cand["finishReason"] = "STOP"
 		out["usageMetadata"] = geminiUsage(resp.Usage)
+		if g := geminiGrounding(resp); g != nil {
+			cand["groundingMetadata"] = g // with the final chunk, as the API sends it
+		}
 	}
 	return out
 }
 
-func geminiResponse(resp *llm.Response) any {
+// geminiGrounding renders the web search of resp as Google Search
+// grounding: the queries, the sources as grounding chunks, and each
+// citation as a grounding support over the span of the answer it cites
+// (byte offsets into the whole answer text).
+func geminiGrounding(resp *llm.Response) map[string]any {
+	var ws *llm.WebSearchCall
+	var answer string
+	var cites []llm.Citation
+	for _, p := range resp.Message.Content {
+		switch p.Kind {
+		case llm.PartWebSearch:
+			ws = p.WebSearch
+		case llm.PartText:
+			answer += p.Text
+			cites = append(cites, p.Citations...)
+		}
+	}
+	if ws == nil {
+		return nil
+	}
+	chunks := []any{}
+	index := map[string]int{}
+	addChunk := func(url, title string) int {
+		if i, ok := index[url]; ok {
+			return i
+		}
+		index[url] = len(chunks)
+		chunks = append(chunks, map[string]any{"web": map[string]any{"uri": url, "title": title}})
+		return index[url]
+	}
+	for _, r := range ws.Results {
+		addChunk(r.URL, r.Title)
+	}
+	supports := []any{}
+	for _, c := range cites {
+		start := strings.Index(answer, c.CitedText)
+		seg := map[string]any{"endIndex": len(answer), "text": answer}
+		if start >= 0 && c.CitedText != "" {
+			seg = map[string]any{"endIndex": start + len(c.CitedText), "text": c.CitedText}
+			if start > 0 {
+				seg["startIndex"] = start
+			}
+		}
+		supports = append(supports, map[string]any{"segment": seg, "groundingChunkIndices": []int{addChunk(c.URL, c.Title)}})
+	}
+	return map[string]any{
+		"webSearchQueries":  ws.Queries,
+		"searchEntryPoint":  map[string]any{"renderedContent": "<style>.container{}</style><div class=\"container\">Google</div>"},
+		"groundingChunks":   chunks,
+		"groundingSupports": supports,
+	}
+}
+
+func geminiResponse(resp *llm.Response, _ map[string]any) any {
 	return geminiChunk(resp, geminiParts(resp), true)
 }
 

@@ -18,6 +18,18 @@ func responsesDecode(_ *http.Request, body map[string]any) (*llm.Request, bool, 
 	if r := obj(body, "reasoning"); r != nil {
 		req.ReasoningEffort = str(r, "effort")
 	}
+	for i, x := range arr(body, "tools") {
+		t, _ := x.(map[string]any)
+		switch str(t, "type") {
+		case "web_search", "web_search_2025_08_26":
+			req.WebSearch = &llm.WebSearch{AllowedDomains: strs(obj(t, "filters"), "allowed_domains")}
+		case "web_search_preview":
+			if obj(t, "filters") != nil {
+				return nil, false, errorf("tools[%d].filters: unknown parameter for web_search_preview", i)
+			}
+			req.WebSearch = &llm.WebSearch{}
+		}
+	}
 	store, hasStore := body["store"].(bool)
 	stateless := hasStore && !store
 	var b builder
@@ -62,6 +74,20 @@ func responsesDecode(_ *http.Request, body map[string]any) (*llm.Request, bool, 
 			calls[id] = true
 			order = append(order, id)
 			b.add(llm.RoleAssistant, toolCall(id, str(it, "name"), []byte(str(it, "arguments"))))
+		case "web_search_call":
+			if str(it, "id") == "" || obj(it, "action") == nil {
+				return nil, false, errorf("input[%d]: web_search_call needs its id and action", i)
+			}
+			ws := &llm.WebSearchCall{ID: str(it, "id")}
+			action := obj(it, "action")
+			if q := str(action, "query"); q != "" {
+				ws.Queries = []string{q}
+			}
+			for _, x := range arr(action, "sources") {
+				src, _ := x.(map[string]any)
+				ws.Results = append(ws.Results, llm.WebSearchResult{URL: str(src, "url")})
+			}
+			b.add(llm.RoleAssistant, llm.ContentPart{Kind: llm.PartWebSearch, WebSearch: ws})
 		case "function_call_output":
 			id := str(it, "call_id")
 			if !calls[id] {
@@ -83,17 +109,37 @@ func responsesDecode(_ *http.Request, body map[string]any) (*llm.Request, bool, 
 	return req, stream, nil
 }
 
-func responsesItems(resp *llm.Response) []map[string]any {
+// responsesItems renders resp as output items. Sources of a web search are
+// included only when the request asked for them (include
+// web_search_call.action.sources), as the API does.
+func responsesItems(resp *llm.Response, sources bool) []map[string]any {
 	var out []map[string]any
 	for i, p := range resp.Message.Content {
 		switch p.Kind {
+		case llm.PartWebSearch:
+			action := map[string]any{"type": "search", "query": ""}
+			if len(p.WebSearch.Queries) > 0 {
+				action["query"] = p.WebSearch.Queries[0]
+			}
+			if sources {
+				srcs := []any{}
+				for _, r := range p.WebSearch.Results {
+					srcs = append(srcs, map[string]any{"type": "url", "url": r.URL})
+				}
+				action["sources"] = srcs
+			}
+			status := "completed"
+			if p.WebSearch.Error != "" {
+				status = "failed"
+			}
+			out = append(out, map[string]any{"type": "web_search_call", "id": "ws_" + p.WebSearch.ID, "status": status, "action": action})
 		case llm.PartReasoning:
 			out = append(out, map[string]any{"type": "reasoning", "id": "rs_" + resp.ID,
 				"summary":           []any{map[string]any{"type": "summary_text", "text": p.Text}},
 				"encrypted_content": "enc-" + signature(resp.ID)})
 		case llm.PartText:
 			out = append(out, map[string]any{"type": "message", "id": "msg_" + resp.ID, "role": "assistant", "status": "completed",
-				"content": []any{map[string]any{"type": "output_text", "text": p.Text, "annotations": []any{}}}})
+				"content": []any{map[string]any{"type": "output_text", "text": p.Text, "annotations": urlCitations(p)}}})
 		case llm.PartToolCall:
 			_ = i
 			out = append(out, map[string]any{"type": "function_call", "id": "fc_" + p.ToolCall.ID, "call_id": p.ToolCall.ID,
@@ -101,6 +147,32 @@ func responsesItems(resp *llm.Response) []map[string]any {
 		}
 	}
 	return out
+}
+
+// urlCitations renders the citations of a text part as url_citation
+// annotations over the span of the text each cites (the whole text when
+// the cited text is not part of it).
+func urlCitations(p llm.ContentPart) []any {
+	out := []any{}
+	runes := []rune(p.Text)
+	for _, c := range p.Citations {
+		start, end := 0, len(runes)
+		if i := strings.Index(p.Text, c.CitedText); i >= 0 && c.CitedText != "" {
+			start = len([]rune(p.Text[:i]))
+			end = start + len([]rune(c.CitedText))
+		}
+		out = append(out, map[string]any{"type": "url_citation", "url": c.URL, "title": c.Title, "start_index": start, "end_index": end})
+	}
+	return out
+}
+
+func wantsSources(body map[string]any) bool {
+	for _, x := range arr(body, "include") {
+		if x == "web_search_call.action.sources" {
+			return true
+		}
+	}
+	return false
 }
 
 func responsesBody(resp *llm.Response, status string, output []map[string]any) map[string]any {
@@ -120,11 +192,11 @@ func responsesBody(resp *llm.Response, status string, output []map[string]any) m
 	return body
 }
 
-func responsesResponse(resp *llm.Response) any {
-	return responsesBody(resp, "completed", responsesItems(resp))
+func responsesResponse(resp *llm.Response, body map[string]any) any {
+	return responsesBody(resp, "completed", responsesItems(resp, wantsSources(body)))
 }
 
-func responsesStream(w *sse, reply scripted.Reply, r *http.Request, _ map[string]any) {
+func responsesStream(w *sse, reply scripted.Reply, r *http.Request, body map[string]any) {
 	resp := reply.Response
 	seq := 0
 	send := func(typ string, data map[string]any) {
@@ -147,9 +219,15 @@ func responsesStream(w *sse, reply scripted.Reply, r *http.Request, _ map[string
 		send("response.failed", map[string]any{"response": failed})
 		return true
 	}
-	items := responsesItems(resp)
+	items := responsesItems(resp, wantsSources(body))
 	for idx, it := range items {
 		switch it["type"] {
+		case "web_search_call":
+			send("response.output_item.added", map[string]any{"output_index": idx, "item": map[string]any{"type": "web_search_call", "id": it["id"], "status": "in_progress",
+				"action": map[string]any{"type": "search"}}})
+			for _, phase := range []string{"in_progress", "searching", "completed"} {
+				send("response.web_search_call."+phase, map[string]any{"item_id": it["id"], "output_index": idx})
+			}
 		case "reasoning":
 			send("response.output_item.added", map[string]any{"output_index": idx, "item": map[string]any{"type": "reasoning", "id": it["id"], "summary": []any{}}})
 			sum := it["summary"].([]any)[0].(map[string]any)["text"].(string)
@@ -166,6 +244,10 @@ func responsesStream(w *sse, reply scripted.Reply, r *http.Request, _ map[string
 					w.stall(r)
 					return
 				}
+			}
+			for j, a := range it["content"].([]any)[0].(map[string]any)["annotations"].([]any) {
+				send("response.output_text.annotation.added", map[string]any{"item_id": it["id"], "output_index": idx, "content_index": 0,
+					"annotation_index": j, "annotation": a})
 			}
 			send("response.output_text.done", map[string]any{"item_id": it["id"], "output_index": idx, "content_index": 0, "text": txt, "logprobs": []any{}})
 			send("response.content_part.done", map[string]any{"item_id": it["id"], "output_index": idx, "content_index": 0, "part": it["content"].([]any)[0]})

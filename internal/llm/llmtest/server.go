@@ -206,7 +206,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !stream {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(codec.response(reply.Response))
+		json.NewEncoder(w).Encode(codec.response(reply.Response, rec.Body))
 		return
 	}
 	sw := newSSE(w, h.protocol)
@@ -234,7 +234,7 @@ type codec struct {
 	// rejecting histories the real API would reject; stream says whether
 	// a streamed answer was asked for.
 	decode   func(r *http.Request, body map[string]any) (*llm.Request, bool, error)
-	response func(resp *llm.Response) any
+	response func(resp *llm.Response, body map[string]any) any
 	stream   func(w *sse, reply scripted.Reply, r *http.Request, body map[string]any)
 	errBody  func(e *llm.Error, status int, code string) any
 }

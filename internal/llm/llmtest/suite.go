@@ -39,6 +39,14 @@ type Suite struct {
 	// the prompt-caching conversation (sent with Request.CacheKey set to
 	// CacheKey) for protocol-specific assertions: breakpoints, cache keys.
 	CheckCaching func(t *testing.T, reqs []Request)
+	// WebSearch are the web search options the provider supports; nil for
+	// a protocol without server-side search, whose adapter must then fail
+	// a request asking for it.
+	WebSearch *llm.WebSearch
+	// CheckWebSearch, if set, is called with the two recorded requests of
+	// the web search conversation: the search tool and its options on
+	// the first, the search sent back on the second.
+	CheckWebSearch func(t *testing.T, reqs []Request)
 }
 
 // CacheKey is the Request.CacheKey of the suite's prompt-caching
@@ -150,6 +158,7 @@ func (s Suite) Run(t *testing.T) {
 	t.Run("cancel mid-stream", s.cancel)
 	t.Run("idle stream watchdog", s.idle)
 	t.Run("no environment credentials", func(t *testing.T) { modes(t, s.noEnv) })
+	t.Run("provider web search", func(t *testing.T) { modes(t, s.webSearch) })
 }
 
 func (s Suite) multiTool(t *testing.T, stream bool) {

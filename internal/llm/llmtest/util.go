@@ -23,6 +23,17 @@ func arr(m map[string]any, k string) []any {
 	return a
 }
 
+// strs reads a list of strings.
+func strs(m map[string]any, k string) []string {
+	var out []string
+	for _, x := range arr(m, k) {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func num(m map[string]any, k string) float64 {
 	f, _ := m[k].(float64)
 	return f

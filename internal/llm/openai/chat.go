@@ -253,6 +253,11 @@ func (c *CompatClient) params(req *llm.Request, stream bool) (sdk.ChatCompletion
 			return sdk.ChatCompletionNewParams{}, invalid(CompatProviderName, "providerOptions.openai-compatible: %v", err)
 		}
 	}
+	if req.WebSearch != nil {
+		// Chat Completions has no server-side search tool; dropping the
+		// option would leave the model without the search it was promised.
+		return sdk.ChatCompletionNewParams{}, invalid(CompatProviderName, "web search: Chat Completions has no server-side web search tool; use the openai (Responses), anthropic or gemini provider, or the web_fetch tool")
+	}
 	model := req.Model
 	if model == "" {
 		model = c.cfg.Model

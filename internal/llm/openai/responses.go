@@ -153,8 +153,13 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Str
 				}
 			case "response.output_item.done":
 				var it outputItem
-				if json.Unmarshal([]byte(ev.Item.RawJSON()), &it) == nil && it.Type == "function_call" {
-					out = &llm.StreamEvent{Type: llm.EventToolCallEnd, ToolCall: &llm.ToolCall{ID: it.CallID, Name: it.Name, Arguments: arguments(it.Arguments)}}
+				if json.Unmarshal([]byte(ev.Item.RawJSON()), &it) == nil {
+					switch it.Type {
+					case "function_call":
+						out = &llm.StreamEvent{Type: llm.EventToolCallEnd, ToolCall: &llm.ToolCall{ID: it.CallID, Name: it.Name, Arguments: arguments(it.Arguments)}}
+					case "web_search_call":
+						out = &llm.StreamEvent{Type: llm.EventWebSearch, WebSearch: it.webSearch()}
+					}
 				}
 			case "response.completed", "response.incomplete":
 				resp, err := convertResponse(&ev.Response)
@@ -199,10 +204,61 @@ type outputItem struct {
 		Text string `json:"text"`
 	} `json:"summary"`
 	Content []struct {
-		Type    string `json:"type"`
-		Text    string `json:"text"`
-		Refusal string `json:"refusal"`
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		Refusal     string `json:"refusal"`
+		Annotations []struct {
+			Type       string `json:"type"`
+			URL        string `json:"url"`
+			Title      string `json:"title"`
+			StartIndex int    `json:"start_index"`
+			EndIndex   int    `json:"end_index"`
+		} `json:"annotations"`
 	} `json:"content"`
+	// Status and Action are those of a web_search_call item.
+	Status string `json:"status"`
+	Action struct {
+		Type    string   `json:"type"`
+		Query   string   `json:"query"`
+		Queries []string `json:"queries"`
+		URL     string   `json:"url"`
+		Sources []struct {
+			URL string `json:"url"`
+		} `json:"sources"`
+	} `json:"action"`
+}
+
+// webSearch maps a web_search_call item. Its results are the action's
+// sources (URLs only: the API gives no titles there), present because the
+// adapter asks for web_search_call.action.sources.
+func (it *outputItem) webSearch() *llm.WebSearchCall {
+	ws := &llm.WebSearchCall{ID: it.ID}
+	switch {
+	case len(it.Action.Queries) > 0:
+		ws.Queries = append(ws.Queries, it.Action.Queries...)
+	case it.Action.Query != "":
+		ws.Queries = []string{it.Action.Query}
+	}
+	for _, src := range it.Action.Sources {
+		ws.Results = append(ws.Results, llm.WebSearchResult{URL: src.URL})
+	}
+	if it.Action.Type == "open_page" && it.Action.URL != "" {
+		ws.Results = append(ws.Results, llm.WebSearchResult{URL: it.Action.URL})
+	}
+	if it.Status == "failed" {
+		ws.Error = "failed"
+	}
+	return ws
+}
+
+// citedSpan is text[start:end] in characters, clamped to the text.
+func citedSpan(text string, start, end int) string {
+	r := []rune(text)
+	start, end = max(start, 0), min(end, len(r))
+	if start >= end {
+		return ""
+	}
+	return string(r[start:end])
 }
 
 func arguments(s string) json.RawMessage {
@@ -225,14 +281,22 @@ func convertResponse(r *responses.Response) (*llm.Response, error) {
 		switch it.Type {
 		case "message":
 			var b strings.Builder
+			var cites []llm.Citation
 			for _, c := range it.Content {
+				for _, a := range c.Annotations {
+					if a.Type == "url_citation" {
+						cites = append(cites, llm.Citation{URL: a.URL, Title: a.Title, CitedText: citedSpan(c.Text, a.StartIndex, a.EndIndex)})
+					}
+				}
 				b.WriteString(c.Text)
 				if c.Refusal != "" {
 					b.WriteString(c.Refusal)
 					refused = true
 				}
 			}
-			resp.Message.Content = append(resp.Message.Content, llm.ContentPart{Kind: llm.PartText, Text: b.String(), Provider: ProviderName, Raw: raw})
+			resp.Message.Content = append(resp.Message.Content, llm.ContentPart{Kind: llm.PartText, Text: b.String(), Citations: cites, Provider: ProviderName, Raw: raw})
+		case "web_search_call":
+			resp.Message.Content = append(resp.Message.Content, llm.ContentPart{Kind: llm.PartWebSearch, WebSearch: it.webSearch(), Provider: ProviderName, Raw: raw})
 		case "reasoning":
 			var b strings.Builder
 			for _, s := range it.Summary {
@@ -379,6 +443,17 @@ func (c *Client) params(req *llm.Request) (responses.ResponseNewParams, error) {
 			fn.Description = param.NewOpt(t.Description)
 		}
 		p.Tools = append(p.Tools, responses.ToolUnionParam{OfFunction: fn})
+	}
+	if ws := req.WebSearch; ws != nil {
+		if ws.MaxUses > 0 {
+			return responses.ResponseNewParams{}, invalid(ProviderName, "web search: max uses is not an option of OpenAI's web_search tool")
+		}
+		if len(ws.BlockedDomains) > 0 {
+			return responses.ResponseNewParams{}, invalid(ProviderName, "web search: blocked domains are not an option of OpenAI's web_search tool (use allowed domains)")
+		}
+		p.Tools = append(p.Tools, responses.ToolUnionParam{OfWebSearch: &responses.WebSearchToolParam{
+			Type: responses.WebSearchToolTypeWebSearch, Filters: responses.WebSearchToolFiltersParam{AllowedDomains: ws.AllowedDomains}}})
+		p.Include = append(p.Include, responses.ResponseIncludableWebSearchCallActionSources)
 	}
 	if len(req.Tools) > 0 {
 		parallel := req.ParallelToolCalls == nil || *req.ParallelToolCalls

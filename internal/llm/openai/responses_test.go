@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/agent-operator/agent-operator/internal/llm"
@@ -20,12 +21,43 @@ func targetConfig(tg llmtest.Target) Config {
 
 func TestResponsesSuite(t *testing.T) {
 	llmtest.Suite{
-		Protocol:     llmtest.OpenAIResponses,
-		New:          newResponses,
-		SecretEnv:    secretEnv,
-		CheckRequest: checkResponsesRequests,
-		CheckCaching: checkCacheKey,
+		Protocol:       llmtest.OpenAIResponses,
+		New:            newResponses,
+		SecretEnv:      secretEnv,
+		CheckRequest:   checkResponsesRequests,
+		CheckCaching:   checkCacheKey,
+		WebSearch:      &llm.WebSearch{AllowedDomains: []string{"go.dev", "golang.org"}},
+		CheckWebSearch: checkResponsesWebSearch,
 	}.Run(t)
+}
+
+// checkResponsesWebSearch asserts the web_search tool with its domain
+// filter and the sources include on the first request, and the
+// web_search_call item and the annotated message sent back on the second.
+func checkResponsesWebSearch(t *testing.T, reqs []llmtest.Request) {
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	first := reqs[0].Body
+	var tool map[string]any
+	for _, x := range first["tools"].([]any) {
+		if m := x.(map[string]any); m["type"] == "web_search" {
+			tool = m
+		}
+	}
+	if got, _ := json.Marshal(llmtest.Path(tool, "filters", "allowed_domains")); string(got) != `["go.dev","golang.org"]` {
+		t.Errorf("web_search tool = %v, want filters.allowed_domains [go.dev golang.org]", tool)
+	}
+	if got, _ := json.Marshal(first["include"]); string(got) != `["reasoning.encrypted_content","web_search_call.action.sources"]` {
+		t.Errorf("include = %s", got)
+	}
+	input := reqs[1].Body["input"]
+	if llmtest.Path(input, 1, "type") != "web_search_call" || llmtest.Path(input, 1, "action", "query") != llmtest.WebSearchQuery {
+		t.Errorf("input[1] = %v, want the web_search_call item", llmtest.Path(input, 1))
+	}
+	if llmtest.Path(input, 2, "content", 0, "annotations", 0, "type") != "url_citation" {
+		t.Errorf("input[2] = %v, want the message with its url_citation", llmtest.Path(input, 2))
+	}
 }
 
 func checkResponsesRequests(t *testing.T, reqs []llmtest.Request) {
@@ -109,6 +141,24 @@ data: {"type":"response.incomplete","sequence_number":1,"response":{"id":"r","ob
 			}
 			if err != nil || resp.FinishReason != tt.wantFinish || resp.Text() != "partial" {
 				t.Fatalf("resp %+v err %v", resp, err)
+			}
+		})
+	}
+}
+
+func TestResponsesWebSearchOptionsRejected(t *testing.T) {
+	c, err := New(Config{Model: "gpt-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ws := range map[string]*llm.WebSearch{
+		"max uses":        {MaxUses: 3},
+		"blocked domains": {BlockedDomains: []string{"example.com"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := c.Complete(t.Context(), &llm.Request{WebSearch: ws, Messages: []llm.Message{llm.TextMessage(llm.RoleUser, "hi")}})
+			if llm.KindOf(err) != llm.KindInvalidRequest || !strings.Contains(err.Error(), "web search") {
+				t.Fatalf("error = %v, want an invalid-request error about web search", err)
 			}
 		})
 	}

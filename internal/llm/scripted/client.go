@@ -2,8 +2,10 @@ package scripted
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -137,6 +139,10 @@ func (c *Client) turn(req *llm.Request) (Turn, int, error) {
 			Message: fmt.Sprintf("script exhausted: the conversation asks for turn %d but the script has %d", index+1, len(turns))}
 	}
 	t := turns[index]
+	if t.WebSearch != nil && req.WebSearch == nil {
+		return t, index, &llm.Error{Kind: llm.KindInvalidRequest, Provider: ProviderName,
+			Message: fmt.Sprintf("turn %d: the script has a web search but the request does not offer the web search tool", index+1)}
+	}
 	if err := t.Expect.check(req); err != nil {
 		return t, index, &llm.Error{Kind: llm.KindInvalidRequest, Provider: ProviderName,
 			Message: fmt.Sprintf("turn %d: %v", index+1, err)}
@@ -149,8 +155,16 @@ func (c *Client) response(t Turn, index int) *llm.Response {
 	if t.Reasoning != "" {
 		msg.Content = append(msg.Content, llm.ContentPart{Kind: llm.PartReasoning, Text: t.Reasoning})
 	}
+	if ws := t.WebSearch; ws != nil {
+		msg.Content = append(msg.Content, llm.ContentPart{Kind: llm.PartWebSearch, WebSearch: &llm.WebSearchCall{
+			ID: fmt.Sprintf("srvtoolu_%d", index+1), Queries: []string{ws.Query}, Results: ws.Results, Error: ws.Error}})
+	}
 	if t.Text != "" {
-		msg.Content = append(msg.Content, llm.ContentPart{Kind: llm.PartText, Text: t.Text})
+		part := llm.ContentPart{Kind: llm.PartText, Text: t.Text}
+		if t.WebSearch != nil {
+			part.Citations = t.WebSearch.Citations
+		}
+		msg.Content = append(msg.Content, part)
 	}
 	for i, tc := range t.ToolCalls {
 		id := tc.ID
@@ -167,6 +181,9 @@ func (c *Client) response(t Turn, index int) *llm.Response {
 	finish := llm.FinishStop
 	if len(t.ToolCalls) > 0 {
 		finish = llm.FinishToolCalls
+	}
+	if t.PauseTurn {
+		finish = llm.FinishOther
 	}
 	usage := llm.Usage{}
 	if t.Usage != nil {
@@ -207,6 +224,27 @@ func (e *Expect) check(req *llm.Request) error {
 	if e.ReasoningEffort != nil && *e.ReasoningEffort != req.ReasoningEffort {
 		return fmt.Errorf("expected reasoning effort %q, got %q", *e.ReasoningEffort, req.ReasoningEffort)
 	}
+	if e.HistoryWebSearch != "" {
+		found := false
+		for _, m := range req.Messages {
+			for _, ws := range m.WebSearches() {
+				found = found || (m.Role == llm.RoleAssistant && slices.Contains(ws.Queries, e.HistoryWebSearch))
+			}
+		}
+		if !found {
+			return fmt.Errorf("expected a web search for %q in the history, found none", e.HistoryWebSearch)
+		}
+	}
+	if e.WebSearch != nil {
+		if req.WebSearch == nil {
+			return fmt.Errorf("expected the web search tool, got none")
+		}
+		want, _ := json.Marshal(e.WebSearch)
+		got, _ := json.Marshal(req.WebSearch)
+		if string(want) != string(got) {
+			return fmt.Errorf("expected web search options %s, got %s", want, got)
+		}
+	}
 	return nil
 }
 
@@ -225,6 +263,9 @@ func streamEvents(resp *llm.Response) []llm.StreamEvent {
 		switch p.Kind {
 		case llm.PartReasoning:
 			evs = append(evs, llm.StreamEvent{Type: llm.EventReasoningDelta, Delta: p.Text})
+		case llm.PartWebSearch:
+			ws := *p.WebSearch
+			evs = append(evs, llm.StreamEvent{Type: llm.EventWebSearch, WebSearch: &ws})
 		case llm.PartText:
 			for _, chunk := range chunks(p.Text) {
 				evs = append(evs, llm.StreamEvent{Type: llm.EventTextDelta, Delta: chunk})

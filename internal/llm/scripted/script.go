@@ -39,6 +39,11 @@ type Turn struct {
 	Text      string     `json:"text,omitempty"`
 	Reasoning string     `json:"reasoning,omitempty"`
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// WebSearch is a search the provider ran with its server-side web
+	// search tool before answering; the request must offer that tool
+	// (llm.Request.WebSearch). The wire-protocol test servers send it in
+	// their provider's shape.
+	WebSearch *WebSearch `json:"webSearch,omitempty"`
 	Usage     *llm.Usage `json:"usage,omitempty"`
 	// Error makes this turn fail instead of answering.
 	Error *Error `json:"error,omitempty"`
@@ -50,6 +55,21 @@ type Turn struct {
 	// more until the client goes away, for cancellation and idle-watchdog
 	// tests. The in-memory client ignores it.
 	Stall bool `json:"stall,omitempty"`
+	// PauseTurn ends the answer with finish reason other, which the
+	// Anthropic wire server sends as stop_reason pause_turn (a long
+	// server-tool turn the API paused; the client sends the answer back
+	// to continue it, and the next turn answers that).
+	PauseTurn bool `json:"pauseTurn,omitempty"`
+}
+
+// WebSearch is a scripted provider-hosted web search: its query, the pages
+// it found, and the citations on the turn's text (or an error code instead
+// of results, e.g. max_uses_exceeded).
+type WebSearch struct {
+	Query     string                `json:"query"`
+	Results   []llm.WebSearchResult `json:"results,omitempty"`
+	Citations []llm.Citation        `json:"citations,omitempty"`
+	Error     string                `json:"error,omitempty"`
 }
 
 // ToolCall is a scripted tool call. ID defaults to call_<turn>_<index>.
@@ -87,6 +107,13 @@ type Expect struct {
 	LastUserContains string `json:"lastUserContains,omitempty"`
 	// ReasoningEffort must equal the request's reasoning effort.
 	ReasoningEffort *string `json:"reasoningEffort,omitempty"`
+	// WebSearch must equal the request's web search options (as far as
+	// the provider's wire shape carries them).
+	WebSearch *llm.WebSearch `json:"webSearch,omitempty"`
+	// HistoryWebSearch must be the query of a web search in the assistant
+	// messages of the history (one sent back, as Anthropic and OpenAI
+	// Responses require).
+	HistoryWebSearch string `json:"historyWebSearch,omitempty"`
 }
 
 // Parse reads a Script from YAML or JSON and validates it.
@@ -108,6 +135,14 @@ func (s *Script) Validate() error {
 		for i, t := range turns {
 			if t.Error != nil && t.Error.Times <= 0 && !t.Error.MidStream && (t.Text != "" || len(t.ToolCalls) > 0) {
 				errs = append(errs, fmt.Errorf("%s turn %d: a turn is either an error or an answer (unless error.times or error.midStream is set)", where, i+1))
+			}
+			if ws := t.WebSearch; ws != nil {
+				if ws.Query == "" {
+					errs = append(errs, fmt.Errorf("%s turn %d: webSearch.query is required", where, i+1))
+				}
+				if len(ws.Citations) > 0 && t.Text == "" {
+					errs = append(errs, fmt.Errorf("%s turn %d: webSearch.citations need the turn's text", where, i+1))
+				}
 			}
 			for j, tc := range t.ToolCalls {
 				if tc.Name == "" {
