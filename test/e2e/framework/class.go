@@ -12,8 +12,9 @@ import (
 // SessionClass is the agent-operator.dev/class of every AgentSession the suite creates, and
 // the sessionClass of every operator release it installs: the suite's releases handle only
 // the suite's sessions, and an install that was there before (`make demo`) handles none of
-// them, whatever its scope.
-const SessionClass = "e2e"
+// them, whatever its scope. E2E_SESSION_CLASS overrides it, so that two runs of the suite on
+// one cluster (a developer's specs beside another's) never serve each other's sessions.
+var SessionClass = envOr("E2E_SESSION_CLASS", "e2e")
 
 // LabelClass is agentsv1.LabelClass (the framework does not import the API package).
 const LabelClass = "agent-operator.dev/class"

@@ -10,23 +10,23 @@ import (
 // Images built by `make images` (hack/images). Override with E2E_<NAME>_IMAGE, e.g.
 // E2E_WORKSPACE_IMAGE=registry.example/workspace:v1, when testing pushed images.
 var (
-	WorkspaceImage = imageFromEnv("E2E_WORKSPACE_IMAGE", "agent-operator/workspace:dev")
-	ManagerImage   = imageFromEnv("E2E_MANAGER_IMAGE", "agent-operator/manager:dev")
-	ExecutorImage  = imageFromEnv("E2E_EXECUTOR_IMAGE", "agent-operator/executor:dev")
-	LLMServerImage = imageFromEnv("E2E_LLMSERVER_IMAGE", "agent-operator/llmserver:dev")
+	WorkspaceImage = envOr("E2E_WORKSPACE_IMAGE", "agent-operator/workspace:dev")
+	ManagerImage   = envOr("E2E_MANAGER_IMAGE", "agent-operator/manager:dev")
+	ExecutorImage  = envOr("E2E_EXECUTOR_IMAGE", "agent-operator/executor:dev")
+	LLMServerImage = envOr("E2E_LLMSERVER_IMAGE", "agent-operator/llmserver:dev")
 	// MCPServerImage is the test MCP server (test/mcpserver) on the workspace image's userland:
 	// an in-cluster Service by default, a stdio MCP server as a session's workspace image.
-	MCPServerImage = imageFromEnv("E2E_MCPSERVER_IMAGE", "agent-operator/mcpserver:dev")
+	MCPServerImage = envOr("E2E_MCPSERVER_IMAGE", "agent-operator/mcpserver:dev")
 	// NATSImage is a NATS server with JetStream (nats-server at the version pinned in go.mod)
 	// for the specs that run the operator with nats.mode=external.
-	NATSImage = imageFromEnv("E2E_NATS_IMAGE", "agent-operator/nats:dev")
+	NATSImage = envOr("E2E_NATS_IMAGE", "agent-operator/nats:dev")
 )
 
 // ImagePullPolicy for the project's images: they are imported into the node, not pulled.
 // Set E2E_IMAGE_PULL_POLICY=Always to test images pushed to a registry.
-var ImagePullPolicy = corev1.PullPolicy(imageFromEnv("E2E_IMAGE_PULL_POLICY", string(corev1.PullIfNotPresent)))
+var ImagePullPolicy = corev1.PullPolicy(envOr("E2E_IMAGE_PULL_POLICY", string(corev1.PullIfNotPresent)))
 
-func imageFromEnv(key, def string) string {
+func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
 	}
