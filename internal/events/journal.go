@@ -243,6 +243,19 @@ func (j *Journal) putFence(ctx context.Context) error {
 	return nil
 }
 
+// windowLocked is how many publishes may be in flight. A replicated stream
+// checks an expected last sequence per subject only while no other message
+// checking the same subject is being proposed, and refuses the others with
+// a constant "wrong last sequence" error (nats-server's clustered batching
+// rule): so a fenced journal on a replicated stream has one publish in
+// flight at a time, each waiting for its ack (docs/events.md).
+func (j *Journal) windowLocked() int {
+	if j.fence != 0 && j.p.cfg.Replicas > 1 {
+		return 1
+	}
+	return j.opts.Window
+}
+
 // fenceHeaders makes msg expect this writer's fence to be the last message
 // on the fence subject.
 func (j *Journal) fenceHeaders(msg *nats.Msg, fence uint64) {
@@ -261,7 +274,8 @@ const expectedLastSubjSeqSubjHeader = "Nats-Expected-Last-Subject-Sequence-Subje
 // fence subject's last message is not this writer's fence, and whether
 // that subject is empty instead (the fence message is gone, e.g. past the
 // stream's retention). A refusal that does not say what the server found
-// (replicated streams answer with a constant error) counts as fenced.
+// (replicated streams answer with a constant error) counts as fenced here;
+// waitUntil first asks falseRefusal whether the fence is in fact still ours.
 func fenced(err error) (gone, ok bool) {
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || (apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence &&
@@ -271,6 +285,29 @@ func fenced(err error) (gone, ok bool) {
 	d := apiErr.Description
 	n, perr := strconv.ParseUint(strings.TrimSpace(d[strings.LastIndex(d, " ")+1:]), 10, 64)
 	return perr == nil && n == 0, true
+}
+
+// falseRefusal reports whether err, a refusal of this writer's fence
+// check, is one a replicated stream gives without saying what it found
+// (JSErrCodeStreamWrongLastSequenceConstant) while the fence subject's last
+// message is still this writer's fence. When that cannot be read, the
+// refusal stands.
+func (j *Journal) falseRefusal(ctx context.Context, err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant {
+		return false
+	}
+	j.mu.Lock()
+	fence := j.fence
+	j.mu.Unlock()
+	actx, cancel := context.WithTimeout(ctx, j.p.ackTimeout)
+	defer cancel()
+	stream, serr := j.p.js.Stream(actx, j.p.cfg.Name)
+	if serr != nil {
+		return false
+	}
+	last, serr := stream.GetLastMsgForSubject(actx, FenceSubject(j.p.cfg.Prefix, j.session))
+	return serr == nil && last.Sequence == fence
 }
 
 // Available reports whether the last publish attempt succeeded, and the
@@ -324,7 +361,7 @@ func (j *Journal) Append(ctx context.Context, ev loop.Event) error {
 		}
 	}
 	// Make room first, so a failed wait leaves the event un-appended.
-	if err := j.waitUntil(ctx, func() bool { return len(j.pending) < j.opts.Window }); err != nil {
+	if err := j.waitUntil(ctx, func() bool { return len(j.pending) < j.windowLocked() }); err != nil {
 		return fmt.Errorf("append event %d: %w", ev.Seq, err)
 	}
 	msg := &nats.Msg{
@@ -452,7 +489,11 @@ func (j *Journal) waitUntil(ctx context.Context, done func() bool) error {
 		}
 		err = e.err
 		j.mu.Unlock()
-		if gone, ok := fenced(err); ok {
+		if gone, ok := fenced(err); ok && !gone && j.falseRefusal(ctx, err) {
+			// The fence is still ours: another publish checking the fence
+			// subject was being proposed at the same moment (a replicated
+			// stream refuses such overlaps). Not a takeover: try again.
+		} else if ok {
 			if !gone {
 				if j.opts.OnStateChange != nil {
 					j.opts.OnStateChange(false, ErrFenced)
