@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -85,7 +86,51 @@ var _ = Describe("MCP servers", Ordered, Label("mcp"), func() {
 		Expect(ends[2].Data.Error).NotTo(BeEmpty(), "the schema refuses a number for text")
 		Expect(ends[3].Data.Error).To(ContainSubstring("denied"))
 	}, SpecTimeout(6*time.Minute))
+
+	It("fetches an in-cluster page from the workspace with web_fetch; refuses an address the session does not allow; cuts a 50 MB page", func(ctx SpecContext) {
+		ns := f.SpecNamespace(ctx, "ao-webfetch")
+		url := deployMCPServer(ctx, ns)
+		svcIP := strings.TrimPrefix(strings.Split(url, ":")[1], "//")
+		pod := &corev1.Pod{}
+		Expect(f.Client.Get(ctx, objectKey(ns, mcpServerName), pod)).To(Succeed())
+		Expect(pod.Status.PodIP).NotTo(BeEmpty())
+		base := func(host string) string { return fmt.Sprintf("http://%s:%d", host, mcpServerPort) }
+		s := scriptedSession(ctx, ns, "webfetch", webFetchScript(base(svcIP)+"/page.html", base(pod.Status.PodIP)+"/page.html", base(svcIP)+"/big.txt"),
+			func(s *agentsv1.AgentSession) {
+				s.Spec.Tools.WebFetch = &agentsv1.WebFetchSpec{Enabled: true, MaxBytes: 1 << 20}
+				s.Spec.Workspace.AllowedEgressHosts = []string{svcIP}
+			})
+		final := waitForOutcome(ctx, s, 4*time.Minute)
+		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
+		evs, _ := sessionEvents(ctx, op, final)
+		ends := eventsOfKind(evs, loop.EventToolCallEnd)
+		Expect(ends).To(HaveLen(3))
+		Expect(ends[0].Data.Output).NotTo(ContainSubstring("stealCookies"), "scripts are dropped")
+		for i, ev := range ends {
+			GinkgoWriter.Printf("web_fetch %d: error=%q output=%.200q\n", i+1, ev.Data.Error, ev.Data.Output)
+		}
+	}, SpecTimeout(6*time.Minute))
 })
+
+// webFetchScript fetches an allowed in-cluster page, the same server by an address the session
+// does not allow, and a 50 MB page; each turn checks the previous result.
+func webFetchScript(page, refused, big string) string {
+	return fmt.Sprintf(`turns:
+  - toolCalls:
+      - name: web_fetch
+        arguments: {url: %q}
+  - expect: {lastToolResultContains: "The answer is 42"}
+    toolCalls:
+      - name: web_fetch
+        arguments: {url: %q}
+  - expect: {lastToolResultContains: "not allowed"}
+    toolCalls:
+      - name: web_fetch
+        arguments: {url: %q}
+  - expect: {lastToolResultContains: "only its first 1048576 bytes were read"}
+    text: "Fetched."
+`, page, refused, big)
+}
 
 // deployMCPServer runs the test MCP server (streamable HTTP) as a pod and Service in ns and
 // returns its URL.

@@ -2,7 +2,8 @@
 // the tools of internal/mcp/mcptest (echo, fail, slow, get.weather, and
 // crash, which makes the process exit with code 3 mid-call) over stdio or
 // streamable HTTP. The e2e suite runs it as an in-cluster Service and, in
-// stdio mode, inside a workspace pod as a stdio MCP server.
+// stdio mode, inside a workspace pod as a stdio MCP server. In HTTP mode it also serves
+// /page.html and /big.txt (50 MB) for the web_fetch e2e.
 //
 // Usage:
 //
@@ -19,6 +20,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +29,13 @@ import (
 
 	"github.com/agent-operator/agent-operator/internal/mcp/mcptest"
 )
+
+// pageHTML is the page /page.html serves.
+const pageHTML = `<!doctype html><html><head><title>Operator docs</title><script>stealCookies()</script></head>
+<body><h1>Operator docs</h1><p>The answer is <b>42</b>.</p></body></html>`
+
+// bigBytes is the size of /big.txt: 50 MB.
+const bigBytes = 50 << 20
 
 func main() {
 	stdio := flag.Bool("stdio", false, "serve on stdin/stdout instead of HTTP")
@@ -48,6 +58,22 @@ func main() {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	// Pages for the web_fetch e2e: a small HTML page, and 50 MB of text generated as it is
+	// sent (never held in memory).
+	mux.HandleFunc("/page.html", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, pageHTML)
+	})
+	mux.HandleFunc("/big.txt", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", strconv.Itoa(bigBytes))
+		line := []byte(strings.Repeat("a", 1023) + "\n")
+		for sent := 0; sent < bigBytes && r.Context().Err() == nil; sent += len(line) {
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+		}
+	})
 	hs := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
