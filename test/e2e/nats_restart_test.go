@@ -56,8 +56,17 @@ func natsRestartScript() string { return stepsScript(natsRestartSteps, 3) }
 // natsServerPod is the NATS server: JetStream with its store on the natsClaim PVC, so the
 // streams survive the pod, and ready once /healthz says JetStream is up.
 func natsServerPod(ns string) *corev1.Pod {
+	return natsPod(ns, natsName, map[string]string{"app": natsName}, corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: natsClaim},
+	})
+}
+
+// natsPod is a NATS server named name (pod and server name) with JetStream, its store in the
+// volume store, the extra flags args, and ready once /healthz says JetStream is up (with a
+// cluster: a meta leader is known and this server's streams are current).
+func natsPod(ns, name string, labels map[string]string, store corev1.VolumeSource, args ...string) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: natsName, Labels: map[string]string{"app": natsName}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: new(int64(5)),
 			AutomountServiceAccountToken:  new(bool),
@@ -66,8 +75,8 @@ func natsServerPod(ns string) *corev1.Pod {
 				Name:            natsName,
 				Image:           framework.NATSImage,
 				ImagePullPolicy: framework.ImagePullPolicy,
-				Args: []string{"--jetstream", "--store_dir=/data", "--server_name=" + natsName,
-					fmt.Sprintf("--port=%d", natsClientPort), fmt.Sprintf("--http_port=%d", natsHTTPPort)},
+				Args: append([]string{"--jetstream", "--store_dir=/data", "--server_name=" + name,
+					fmt.Sprintf("--port=%d", natsClientPort), fmt.Sprintf("--http_port=%d", natsHTTPPort)}, args...),
 				Ports: []corev1.ContainerPort{
 					{Name: "client", ContainerPort: natsClientPort},
 					{Name: "monitor", ContainerPort: natsHTTPPort},
@@ -78,9 +87,7 @@ func natsServerPod(ns string) *corev1.Pod {
 				},
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
 			}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: natsClaim},
-			}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: store}},
 		},
 	}
 }
