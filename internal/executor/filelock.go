@@ -56,11 +56,42 @@ func (l *pathLocks) lock(ctx context.Context, p string) (func(), error) {
 	}
 }
 
+// lockPath takes the lock of path p in this process, then the one shared
+// with the pod's other serve processes (keyed by the absolute path, as
+// their working directories may differ).
+func (s *server) lockPath(ctx context.Context, p string) (func(), error) {
+	unlock, err := s.paths.lock(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	abs := p
+	if !path.IsAbs(abs) {
+		abs = path.Join(s.env.WorkingDirectory(), p)
+	}
+	unlockShared, err := lockPathShared(ctx, s.ownerDir, path.Clean(abs))
+	if err != nil {
+		if ctx.Err() != nil {
+			unlock()
+			return nil, err
+		}
+		// The directory is not usable (not this user's, tampered with by
+		// the workload) or the lock is held past its timeout: the workload
+		// can only have done that to its own sessions, whose concurrent
+		// edits across streams then race as they did before; the write
+		// goes on under this process's lock.
+		s.sharedLockFailed.Do(func() {
+			s.log.Info("Writes are serialized within this serve process only", "reason", err.Error())
+		})
+		return unlock, nil
+	}
+	return func() { unlockShared(); unlock() }, nil
+}
+
 // write runs one write_file request under the path's lock: a conditional
 // write when a.IfSHA256 is set (tool.ErrConflict if the file changed), a
 // plain one otherwise.
 func (s *server) write(ctx context.Context, a PathArgs) error {
-	unlock, err := s.paths.lock(ctx, a.Path)
+	unlock, err := s.lockPath(ctx, a.Path)
 	if err != nil {
 		return err
 	}
@@ -73,7 +104,7 @@ func (s *server) write(ctx context.Context, a PathArgs) error {
 
 // remove runs one delete_file request under the path's lock.
 func (s *server) remove(ctx context.Context, a PathArgs) error {
-	unlock, err := s.paths.lock(ctx, a.Path)
+	unlock, err := s.lockPath(ctx, a.Path)
 	if err != nil {
 		return err
 	}

@@ -120,6 +120,8 @@ type server struct {
 	wg    sync.WaitGroup
 
 	paths pathLocks // one writer per path
+	// sharedLockFailed logs once that the pod-wide path lock is unusable.
+	sharedLockFailed sync.Once
 
 	stdio stdioProcs // stdin queues of the running stdio calls (stdio.go)
 }
