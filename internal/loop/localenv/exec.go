@@ -34,20 +34,9 @@ func (e *Env) ExecCommand(ctx context.Context, command string, opts tool.ExecOpt
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	dir := e.canonRoot
-	if opts.WorkingDir != "" {
-		rel, err := e.resolve(opts.WorkingDir)
-		if err != nil {
-			return nil, fmt.Errorf("exec: working directory: %w", err)
-		}
-		st, err := e.fsys.Stat(rel)
-		if err != nil {
-			return nil, mapErr("exec: working directory", opts.WorkingDir, err)
-		}
-		if !st.IsDir() {
-			return nil, fmt.Errorf("exec: working directory %s is not a directory", opts.WorkingDir)
-		}
-		dir = e.abs(rel)
+	dir, err := e.workingDir("exec", opts.WorkingDir)
+	if err != nil {
+		return nil, err
 	}
 
 	outR, outW, err := os.Pipe()
@@ -225,4 +214,24 @@ func (c *capBuf) String() string {
 		return c.buf.String()
 	}
 	return fmt.Sprintf("%s\n[output truncated: %d more bytes dropped]\n", c.buf.String(), c.dropped)
+}
+
+// workingDir resolves wd (empty: the root) to the absolute directory a
+// command of op runs in; it must exist under the root and be a directory.
+func (e *Env) workingDir(op, wd string) (string, error) {
+	if wd == "" {
+		return e.canonRoot, nil
+	}
+	rel, err := e.resolve(wd)
+	if err != nil {
+		return "", fmt.Errorf("%s: working directory: %w", op, err)
+	}
+	st, err := e.fsys.Stat(rel)
+	if err != nil {
+		return "", mapErr(op+": working directory", wd, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("%s: working directory %s is not a directory", op, wd)
+	}
+	return e.abs(rel), nil
 }

@@ -56,20 +56,9 @@ func (e *Env) StartProcess(ctx context.Context, argv []string, opts ProcessOptio
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("start process: empty command")
 	}
-	dir := e.canonRoot
-	if opts.WorkingDir != "" {
-		rel, err := e.resolve(opts.WorkingDir)
-		if err != nil {
-			return nil, fmt.Errorf("start process: working directory: %w", err)
-		}
-		st, err := e.fsys.Stat(rel)
-		if err != nil {
-			return nil, mapErr("start process: working directory", opts.WorkingDir, err)
-		}
-		if !st.IsDir() {
-			return nil, fmt.Errorf("start process: working directory %s is not a directory", opts.WorkingDir)
-		}
-		dir = e.abs(rel)
+	dir, err := e.workingDir("start process", opts.WorkingDir)
+	if err != nil {
+		return nil, err
 	}
 	tail := opts.StderrTail
 	if tail <= 0 {
