@@ -95,11 +95,16 @@ func getPod(t *testing.T, s *agentsv1.AgentSession) *corev1.Pod {
 // markPodReady writes the status a kubelet would write for a running pod.
 func markPodReady(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
-	pod.Status.Phase = corev1.PodRunning
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
-	if err := testClient.Status().Update(t.Context(), pod); err != nil {
+	if err := setPodReady(t, pod); err != nil {
 		t.Fatalf("mark pod ready: %v", err)
 	}
+}
+
+// setPodReady marks pod Running and Ready, as the kubelet would.
+func setPodReady(t *testing.T, pod *corev1.Pod) error {
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	return testClient.Status().Update(t.Context(), pod)
 }
 
 // succeededSession runs a scripted session in a new namespace to Succeeded

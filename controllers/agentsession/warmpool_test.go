@@ -121,9 +121,7 @@ func readyPoolPods(t *testing.T, want int) []string {
 			if !podReady(pod) {
 				// The pool controller may delete a pod between the list
 				// and this update (it trims or replaces pods): look again.
-				pod.Status.Phase = corev1.PodRunning
-				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
-				if err := testClient.Status().Update(t.Context(), pod); err != nil {
+				if err := setPodReady(t, pod); err != nil {
 					return fmt.Errorf("mark pod %s ready: %w", pod.Name, err)
 				}
 			}
