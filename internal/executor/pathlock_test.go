@@ -73,3 +73,27 @@ func TestConditionalWritesAreAtomicAcrossServeProcesses(t *testing.T) {
 		}
 	}
 }
+
+// The workload runs as the executor's user and can hold a path's shared
+// lock forever: a write of that path must still complete (under the
+// process's own lock, after the lock's timeout), never hang the session.
+func TestAPathLockHeldForeverDoesNotHangWrites(t *testing.T) {
+	owners := t.TempDir()
+	s := serve(t, ServeOptions{OwnerDir: owners})
+	c := newClient(t, s)
+	abs := filepath.Join(s.env.WorkingDirectory(), "held.txt")
+	hold, err := lockPathShared(t.Context(), owners, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*ownerLockTimeout)
+	defer cancel()
+	if err := c.WriteFile(ctx, "held.txt", []byte("written anyway\n")); err != nil {
+		t.Fatalf("write under a held lock: %v", err)
+	}
+	got, err := os.ReadFile(filepath.Join(s.root, "held.txt"))
+	if err != nil || string(got) != "written anyway\n" {
+		t.Fatalf("file = %q, %v", got, err)
+	}
+}
