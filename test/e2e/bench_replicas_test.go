@@ -32,15 +32,7 @@ func benchReplicaSessions() int {
 // once, gap-free journals); the numbers are reported, not asserted.
 var _ = Describe("replica throughput and takeover", Ordered, Label("bench"), func() {
 	const release = "ao-bench-replicas"
-	op := &operator{}
-	var url string
-	BeforeAll(func(ctx SpecContext) {
-		url = startNATS(ctx, f.SpecNamespace(ctx, "ao-bench-replicas-nats"))
-		op.ns = installOperator(ctx, release, release, "nats.mode=external", "nats.external.url="+url)
-		bin, err := framework.BuildPlugin(ctx, GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred())
-		op.plugin = bin
-	}, NodeTimeout(12*time.Minute))
+	op := withExternalNATS(release, "ao-bench-replicas-nats", startNATS)
 
 	It("completes the same sessions with 1 and 3 replicas, and takes a SIGKILLed replica's sessions over", func(ctx SpecContext) {
 		const steps = 10
@@ -48,7 +40,7 @@ var _ = Describe("replica throughput and takeover", Ordered, Label("bench"), fun
 		perMinute := func(r *replicaRun) float64 { return float64(len(r.sessions)) / r.elapsed.Minutes() }
 
 		one := startReplicaRun(ctx, "ao-bench-r1", n, steps, 0)
-		one.expectSucceededOnce(ctx, op.plugin, url)
+		one.expectSucceededOnce(ctx, op.plugin, op.url)
 
 		root, err := framework.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
@@ -62,12 +54,12 @@ var _ = Describe("replica throughput and takeover", Ordered, Label("bench"), fun
 		}).WithContext(ctx).WithTimeout(3 * time.Minute).Should(Succeed())
 
 		three := startReplicaRun(ctx, "ao-bench-r3", n, steps, 0)
-		three.expectSucceededOnce(ctx, op.plugin, url)
+		three.expectSucceededOnce(ctx, op.plugin, op.url)
 
 		killed := startReplicaRun(ctx, "ao-bench-rk", n, steps, 1)
 		killed.waitDriven(ctx, n/3)
 		_, takeovers := killed.killBusiest(ctx)
-		killed.expectSucceededOnce(ctx, op.plugin, url)
+		killed.expectSucceededOnce(ctx, op.plugin, op.url)
 
 		benchRow(fmt.Sprintf("completed sessions per minute, %d sessions of %d tool calls: 1 / 3 replicas (issue 21)", n, steps),
 			fmt.Sprintf("%.0f / %.0f (finished by %v)", perMinute(one), perMinute(three), three.finishedBy()),

@@ -129,3 +129,40 @@ func splitImage(image string) (string, string) {
 	}
 	return image, "latest"
 }
+
+// externalNATSOperator is what withExternalNATS set up: the operator, and the NATS it
+// journals to.
+type externalNATSOperator struct {
+	operator
+	// natsNS is the namespace of the NATS servers; url is their client URL.
+	natsNS, url string
+}
+
+// withExternalNATS registers in the calling Ordered container a BeforeAll that starts NATS
+// with start in a new namespace (prefix natsPrefix), helm-installs release on it
+// (nats.mode=external, plus sets) and builds the plugin, and an AfterEach that dumps both
+// namespaces when a spec failed. The NATS namespace's cleanup is registered first, so the
+// release is uninstalled before NATS goes away.
+func withExternalNATS(release, natsPrefix string, start func(ctx context.Context, ns string) string, sets ...string) *externalNATSOperator {
+	op := &externalNATSOperator{}
+	BeforeAll(func(ctx SpecContext) {
+		op.natsNS = f.SpecNamespace(ctx, natsPrefix)
+		began := time.Now()
+		op.url = start(ctx, op.natsNS)
+		GinkgoWriter.Printf("NATS in %s ready at %s after %s\n", op.natsNS, op.url, time.Since(began).Round(time.Millisecond))
+		op.ns = installOperator(ctx, release, release, append([]string{"nats.mode=external", "nats.external.url=" + op.url}, sets...)...)
+		bin, err := framework.BuildPlugin(ctx, GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		op.plugin = bin
+	}, NodeTimeout(12*time.Minute))
+	AfterEach(func(ctx SpecContext) {
+		if CurrentSpecReport().Failed() {
+			for _, ns := range []string{op.ns, op.natsNS} {
+				if ns != "" {
+					f.DumpNamespace(ctx, ns, GinkgoWriter)
+				}
+			}
+		}
+	})
+	return op
+}

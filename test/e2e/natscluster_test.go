@@ -24,7 +24,6 @@ import (
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/events"
-	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
 // natsClusterRelease is the release of the NATS cluster spec: the operator over an external
@@ -157,40 +156,18 @@ func peersString(c *jetstream.ClusterInfo) string {
 // acknowledged event and fail no session: the others elect a new leader, the manager's
 // publishes wait and retry, and the killed server comes back and catches up.
 var _ = Describe("the journal on a three-node NATS cluster", Ordered, ContinueOnFailure, Label("natscluster", "chaos"), func() {
-	op := &operator{}
-	var natsNS, url string
-	BeforeAll(func(ctx SpecContext) {
-		natsNS = f.SpecNamespace(ctx, "ao-natscluster-nats")
-		start := time.Now()
-		url = startNATSCluster(ctx, natsNS)
-		GinkgoWriter.Printf("NATS cluster %s of %d servers ready at %s after %s\n", natsNS, natsClusterNodes, url, time.Since(start).Round(time.Millisecond))
-		// Registered after the NATS namespace's cleanup, so uninstalled before NATS goes away.
-		op.ns = installOperator(ctx, natsClusterRelease, natsClusterRelease,
-			"nats.mode=external", "nats.external.url="+url, "stream.replicas=3")
-		bin, err := framework.BuildPlugin(ctx, GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred())
-		op.plugin = bin
-	}, NodeTimeout(12*time.Minute))
-	AfterEach(func(ctx SpecContext) {
-		if CurrentSpecReport().Failed() {
-			for _, ns := range []string{op.ns, natsNS} {
-				if ns != "" {
-					f.DumpNamespace(ctx, ns, GinkgoWriter)
-				}
-			}
-		}
-	})
+	op := withExternalNATS(natsClusterRelease, "ao-natscluster-nats", startNATSCluster, "stream.replicas=3")
 
 	It("loses no acknowledged event and fails no session when the stream leader is killed mid-run", func(ctx SpecContext) {
 		const sessions, steps = 8, 8
 
 		// The manager created the stream with three replicas, one on each server.
-		js, _ := natsClusterClient(ctx, natsNS, natsNodeName(0))
+		js, _ := natsClusterClient(ctx, op.natsNS, natsNodeName(0))
 		info, err := eventsStreamInfo(ctx, js)
 		Expect(err).NotTo(HaveOccurred(), "the manager created stream %s", events.DefaultStreamName)
 		Expect(info.Config.Replicas).To(Equal(3))
 		Expect(info.Cluster).NotTo(BeNil())
-		Expect(info.Cluster.Name).To(Equal(natsNS))
+		Expect(info.Cluster.Name).To(Equal(op.natsNS))
 		Expect(info.Cluster.Leader).NotTo(BeEmpty())
 		Expect(info.Cluster.Replicas).To(HaveLen(2), "two followers: %s", peersString(info.Cluster))
 		large, err := js.ObjectStore(ctx, events.DefaultLargeBucket)
@@ -232,10 +209,10 @@ var _ = Describe("the journal on a three-node NATS cluster", Ordered, ContinueOn
 		Expect(err).NotTo(HaveOccurred())
 		victim := info.Cluster.Leader
 		Expect(victim).To(HavePrefix(natsName+"-"), "the leader is one of the servers")
-		pids := natsNodePIDs(natsNS, victim)
+		pids := natsNodePIDs(op.natsNS, victim)
 		Expect(pids).To(HaveLen(1), "the nats-server process of %s", victim)
 		victimPod := &corev1.Pod{}
-		Expect(f.Client.Get(ctx, client.ObjectKey{Namespace: natsNS, Name: victim}, victimPod)).To(Succeed())
+		Expect(f.Client.Get(ctx, client.ObjectKey{Namespace: op.natsNS, Name: victim}, victimPod)).To(Succeed())
 		restarts := victimPod.Status.ContainerStatuses[0].RestartCount
 		signalAll(pids, syscall.SIGKILL)
 		killedAt := time.Now()
@@ -246,7 +223,7 @@ var _ = Describe("the journal on a three-node NATS cluster", Ordered, ContinueOn
 		if survivor == victim {
 			survivor = natsNodeName(1)
 		}
-		js, survivorURL := natsClusterClient(ctx, natsNS, survivor)
+		js, survivorURL := natsClusterClient(ctx, op.natsNS, survivor)
 		Eventually(func(g Gomega, ctx context.Context) {
 			info, err := eventsStreamInfo(ctx, js)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -277,7 +254,7 @@ var _ = Describe("the journal on a three-node NATS cluster", Ordered, ContinueOn
 		// up: three replicas, all current.
 		Eventually(func(g Gomega, ctx context.Context) {
 			p := &corev1.Pod{}
-			g.Expect(f.Client.Get(ctx, client.ObjectKey{Namespace: natsNS, Name: victim}, p)).To(Succeed())
+			g.Expect(f.Client.Get(ctx, client.ObjectKey{Namespace: op.natsNS, Name: victim}, p)).To(Succeed())
 			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 			g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeNumerically(">", restarts), "%s restarted", victim)
 			g.Expect(p.Status.ContainerStatuses[0].Ready).To(BeTrue(), "%s ready", victim)

@@ -24,7 +24,6 @@ import (
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/claim"
-	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
 // replicasRelease is the release of the replicas spec: three manager replicas sharding the
@@ -35,27 +34,9 @@ const replicasRelease = "ao-replicas"
 // or partitioned) loses its membership and its claims; the others take its running sessions
 // over and resume them from the journal; when it wakes up it runs nothing more for them.
 var _ = Describe("three manager replicas", Ordered, ContinueOnFailure, Label("replicas", "chaos"), func() {
-	op := &operator{}
-	var natsNS, url string
-	BeforeAll(func(ctx SpecContext) {
-		natsNS = f.SpecNamespace(ctx, "ao-replicas-nats")
-		url = startNATS(ctx, natsNS)
-		op.ns = installOperator(ctx, replicasRelease, replicasRelease, "nats.mode=external", "nats.external.url="+url,
-			"replicaCount=3", "sessionClaimDuration="+takeoverClaim.String(),
-			"extraArgs={--replica-lease-duration="+takeoverClaim.String()+"}")
-		bin, err := framework.BuildPlugin(ctx, GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred())
-		op.plugin = bin
-	}, NodeTimeout(12*time.Minute))
-	AfterEach(func(ctx SpecContext) {
-		if CurrentSpecReport().Failed() {
-			for _, ns := range []string{op.ns, natsNS} {
-				if ns != "" {
-					f.DumpNamespace(ctx, ns, GinkgoWriter)
-				}
-			}
-		}
-	})
+	op := withExternalNATS(replicasRelease, "ao-replicas-nats", startNATS,
+		"replicaCount=3", "sessionClaimDuration="+takeoverClaim.String(),
+		"extraArgs={--replica-lease-duration="+takeoverClaim.String()+"}")
 
 	It("spreads sessions over the replicas and takes a frozen replica's sessions over: all Succeeded, no step run twice", func(ctx SpecContext) {
 		const sessions, steps = 12, 6
@@ -128,7 +109,7 @@ var _ = Describe("three manager replicas", Ordered, ContinueOnFailure, Label("re
 		for _, s := range all {
 			final := waitForOutcome(ctx, s, 4*time.Minute)
 			Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "%s: status.error=%q", s.Name, final.Status.Error)
-			evs := completeJournal(ctx, op.plugin, final, "--nats-url", url)
+			evs := completeJournal(ctx, op.plugin, final, "--nats-url", op.url)
 			expectStepsOnce(ctx, evs, ns, final.Status.PodName, steps)
 		}
 
@@ -152,7 +133,7 @@ var _ = Describe("three manager replicas", Ordered, ContinueOnFailure, Label("re
 		run.waitDriven(ctx, len(run.sessions)/3)
 		victim, takeovers := run.killBusiest(ctx)
 		GinkgoWriter.Printf("SIGKILLed replica %s: takeover of its %d running sessions %s\n", victim, len(takeovers), quantiles(takeovers))
-		run.expectSucceededOnce(ctx, op.plugin, url)
+		run.expectSucceededOnce(ctx, op.plugin, op.url)
 		GinkgoWriter.Printf("%d sessions in %s; finished per replica: %v\n", len(run.sessions), run.elapsed.Round(time.Second), run.finishedBy())
 	}, SpecTimeout(25*time.Minute))
 })
