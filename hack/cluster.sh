@@ -491,6 +491,15 @@ up() {
 	local t0=$SECONDS
 	ensure_packages
 	ensure_binaries
+	# A cluster whose processes are gone but whose state is still here was killed, not brought
+	# down (a session or CI job that ended mid-run). Starting on its etcd would bring back every
+	# namespace, operator install and workspace pod it had, and they would compete with whatever
+	# runs next: clean it up the way `down` does, so `up` always means an empty cluster unless
+	# one is running.
+	if [ -d "$S/etcd" ] && ! alive etcd; then
+		log "found the state of a cluster that was never brought down (etcd is not running): removing it first"
+		down
+	fi
 	mkdir -p "$S"
 	if ! alive etcd && [ -d "$LOGS" ] && [ ! -f "$PIDS/etcd.pid" ]; then
 		rm -rf "$S/logs.prev" && mv "$LOGS" "$S/logs.prev"
