@@ -113,7 +113,7 @@ e2e: ## e2e suite against $KUBECONFIG if set, else against the local cluster (cl
 		$(MAKE) --no-print-directory cluster-up images; \
 		export KUBECONFIG="$(LOCAL_KUBECONFIG)"; \
 	fi; \
-	$(GO) test -tags e2e ./test/e2e/... $(E2E_FLAGS)
+	mkdir -p _output; set -o pipefail; $(GO) test -tags e2e ./test/e2e/... $(E2E_FLAGS) 2>&1 | tee _output/e2e.log
 
 ##@ Local cluster (root, Debian 12, no Docker)
 
@@ -183,6 +183,12 @@ kind-e2e: images-build ## Create a kind cluster, load the images, run e2e, delet
 	@hack/kind.sh up
 	@hack/kind.sh load
 	@status=0; hack/kind.sh e2e || status=$$?; hack/kind.sh down; exit $$status
+
+##@ Console
+
+.PHONY: ui
+ui: ## Build the console frontend (web/console: npm ci, vitest, vite build) into cmd/kubectl-agent/ui/dist (hack/ui.sh).
+	@hack/ui.sh
 
 ##@ Misc
 

@@ -80,7 +80,26 @@ teardown() {
 		fi
 		phase cluster-down cluster-down || true
 	fi
+	e2e_failures
 	summary
+}
+
+# e2e_failures prints why each failed e2e spec failed (from _output/e2e.log, without the
+# timelines), last before the phase table, where a CI log's tail shows it.
+e2e_failures() {
+	[ -s _output/e2e.log ] && grep -q '^• \[\(FAILED\|PANICKED\|TIMEDOUT\|INTERRUPTED\)\]' _output/e2e.log || return 0
+	echo
+	echo "=================== e2e: why each failed spec failed ==================="
+	awk '
+		/^• \[(FAILED|PANICKED|TIMEDOUT|INTERRUPTED)\]/ { blk = 1; n = 0; tl = 0; lines = 0; print "----" }
+		!blk { next }
+		n < 3 { print; n++; next }
+		/Timeline >>/ { tl = 1; next }
+		/<< Timeline/ { tl = 0; next }
+		tl { next }
+		/Full Stack Trace|^-----------/ { blk = 0; next }
+		{ if (++lines <= 25) print; if ($0 ~ /In \[[A-Za-z]+\] at:/) blk = 0 }
+	' _output/e2e.log | head -n 400
 }
 
 trap 'echo "interrupted"; failed=1; teardown; exit 130' INT TERM

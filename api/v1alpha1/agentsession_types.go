@@ -1003,7 +1003,8 @@ type AgentSessionStatus struct {
 	Plan []PlanStep `json:"plan,omitempty"`
 
 	// mcpServers says, for each of spec.tools.mcpServers, whether the runner connected it and
-	// how many of its tools the agent got, as of the runner's last start.
+	// how many of its tools the agent got, as of the runner's last start or the server's last
+	// tool-list change.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

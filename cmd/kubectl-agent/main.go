@@ -95,8 +95,8 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.natsConn.KeyFile, "nats-key", "", "client key for NATS")
 	f.StringVar(&g.stream.Name, "stream", events.DefaultStreamName, "JetStream stream of the events")
 	f.StringVar(&g.stream.Prefix, "subject-prefix", events.DefaultPrefix, "first token of the event subjects")
-	root.AddCommand(newLogsCmd(g), newRunCmd(g), newMessageCmd(g, v1alpha1.MessageSteer), newMessageCmd(g, v1alpha1.MessageFollowUp), newAbortCmd(g), newGetCmd(g),
-		newDiffCmd(g), newCpCmd(g))
+	root.AddCommand(newLogsCmd(g), newRunCmd(g), newMessageCmd(g, v1alpha1.MessageSteer), newMessageCmd(g, v1alpha1.MessageFollowUp), newAbortCmd(g), newSuspendCmd(g, true), newSuspendCmd(g, false),
+		newGetCmd(g), newDiffCmd(g), newCpCmd(g), newUICmd(g))
 	return root
 }
 
@@ -139,7 +139,8 @@ func (g *globals) kube() (client.Client, string, error) {
 // readerCredential). Call the returned function to close the connection
 // (and the port-forwards).
 func (g *globals) nats(ctx context.Context, namespace string) (*nats.Conn, func(), error) {
-	g.natsConn.Name = "kubectl-agent"
+	conn := g.natsConn // a copy: the console connects for several namespaces at once
+	conn.Name = "kubectl-agent"
 	url, stop := g.natsURL, func() {}
 	var credErr error
 	if url == "" {
@@ -168,9 +169,9 @@ func (g *globals) nats(ctx context.Context, namespace string) (*nats.Conn, func(
 			stop()
 			return nil, nil, err
 		}
-		g.natsConn.Reader = cred
+		conn.Reader = cred
 	}
-	nc, err := events.Connect(ctx, url, g.natsConn)
+	nc, err := events.Connect(ctx, url, conn)
 	if err != nil {
 		stop()
 		return nil, nil, errors.Join(err, credErr)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,7 +54,7 @@ func appendMessage(ctx context.Context, c client.Client, key client.ObjectKey, k
 			return err
 		}
 		if s.Status.Phase.IsFinal() {
-			return fmt.Errorf("session is %s", s.Status.Phase)
+			return finalPhaseError{s.Status.Phase}
 		}
 		name = nextMessageName(s.Spec.Messages, kind)
 		s.Spec.Messages = append(s.Spec.Messages, v1alpha1.Message{Name: name, Kind: kind, Text: text})
@@ -64,6 +65,11 @@ func appendMessage(ctx context.Context, c client.Client, key client.ObjectKey, k
 	}
 	return name, nil
 }
+
+// finalPhaseError: a session in a final phase takes no message.
+type finalPhaseError struct{ phase v1alpha1.Phase }
+
+func (e finalPhaseError) Error() string { return "session is " + string(e.phase) }
 
 // nextMessageName returns "<kind>-<n>" with the smallest n above every
 // existing message count that is not taken.
@@ -93,14 +99,59 @@ func newAbortCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s := &v1alpha1.AgentSession{}
-			s.Namespace, s.Name = ns, args[0]
-			patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"abort":true}}`))
-			if err := c.Patch(cmd.Context(), s, patch); err != nil {
-				return fmt.Errorf("abort agentsession %s/%s: %w", ns, args[0], err)
+			if err := abortSession(cmd.Context(), c, client.ObjectKey{Namespace: ns, Name: args[0]}); err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "agentsession %s aborted\n", args[0])
 			return nil
 		},
 	}
+}
+
+func newSuspendCmd(g *globals, suspend bool) *cobra.Command {
+	use, short, done := "suspend NAME", "Suspend a session after its current tool round; its workspace pod is kept", "suspended"
+	if !suspend {
+		use, short, done = "resume NAME", "Resume a suspended session from its journal", "resumed"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := g.kube()
+			if err != nil {
+				return err
+			}
+			if err := suspendSession(cmd.Context(), c, client.ObjectKey{Namespace: ns, Name: args[0]}, suspend); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "agentsession %s %s\n", args[0], done)
+			return nil
+		},
+	}
+}
+
+// abortSession sets spec.abort of the AgentSession key.
+func abortSession(ctx context.Context, c client.Client, key client.ObjectKey) error {
+	return patchSpec(ctx, c, key, "abort", `{"spec":{"abort":true}}`)
+}
+
+// suspendSession sets spec.suspend of the AgentSession key.
+func suspendSession(ctx context.Context, c client.Client, key client.ObjectKey, suspend bool) error {
+	what := "suspend"
+	if !suspend {
+		what = "resume"
+	}
+	return patchSpec(ctx, c, key, what, fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend))
+}
+
+// patchSpec merge-patches the AgentSession key with patch; what names the
+// action in the error.
+func patchSpec(ctx context.Context, c client.Client, key client.ObjectKey, what, patch string) error {
+	s := &v1alpha1.AgentSession{}
+	s.Namespace, s.Name = key.Namespace, key.Name
+	if err := c.Patch(ctx, s, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("%s agentsession %s: %w", what, key, err)
+	}
+	return nil
 }

@@ -88,6 +88,10 @@ func (s *Session) toolLoop(ctx context.Context, round int) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
+		// Between turns only: tool sources may have changed (toolsource.go).
+		if err := s.refreshToolSources(ctx); err != nil {
+			return false, err
+		}
 		if _, err := s.maybeCompact(ctx, false); err != nil {
 			return false, err
 		}

@@ -78,8 +78,16 @@ type Session struct {
 	skills []Skill
 	plan   []PlanItem
 	// deferred are the extra tools behind tool_search (toolsearch.go), nil
-	// when every tool is sent.
+	// when every tool is sent. It is replaced (under mu) when a source's
+	// tools change.
 	deferred *deferredTools
+	// staticExtra names the tools of WithExtraTools.
+	staticExtra map[string]bool
+	// sources are the tool sources of WithExtraToolSource (toolsource.go);
+	// gone maps the tools a source stopped offering to the source's name
+	// (guarded by mu).
+	sources []*toolSource
+	gone    map[string]string
 	// webSearch offers the provider's server-side web search on every
 	// model request (websearch.go); nil when off.
 	webSearch *llm.WebSearch
@@ -101,6 +109,8 @@ type options struct {
 	files     *FileViews
 	// extraTools are the tools of WithExtraTools (extratools.go).
 	extraTools []tool.Registered
+	// sources are the sources of WithExtraToolSource (toolsource.go).
+	sources    []namedSource
 	toolSearch ToolSearchConfig
 	// webSearch is the option of WithWebSearch (websearch.go).
 	webSearch *llm.WebSearch
@@ -226,7 +236,15 @@ func New(profile Profile, env tool.ExecutionEnvironment, client Client, opts ...
 	if err := s.registerExtraTools(o.extraTools); err != nil {
 		return nil, fmt.Errorf("new session: %w", err)
 	}
-	if err := s.setupToolSearch(o.toolSearch, o.extraTools); err != nil {
+	s.staticExtra, s.gone = map[string]bool{}, map[string]string{}
+	for _, t := range o.extraTools {
+		s.staticExtra[t.Definition.Name] = true
+	}
+	sourced, err := s.registerToolSources(o.sources)
+	if err != nil {
+		return nil, fmt.Errorf("new session: %w", err)
+	}
+	if err := s.setupToolSearch(o.toolSearch, append(slices.Clone(o.extraTools), sourced...)); err != nil {
 		return nil, fmt.Errorf("new session: %w", err)
 	}
 	s.life, s.cancelLife = context.WithCancel(context.Background())

@@ -76,6 +76,9 @@ func (s *Session) executeTool(ctx context.Context, call llm.ToolCall) llm.ToolRe
 	reg := s.registryFor(call.Name)
 	registered, ok := reg.Get(call.Name)
 	if !ok {
+		if msg := s.goneMessage(call.Name); msg != "" {
+			return fail(msg)
+		}
 		return fail("Unknown tool: " + call.Name)
 	}
 	if s.deferredOut(call.Name) {

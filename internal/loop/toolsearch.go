@@ -67,8 +67,10 @@ func WithToolSearch(c ToolSearchConfig) Option {
 }
 
 // deferredTools is the state of tool search. The catalogue is fixed when
-// the session is created; the loaded tools only grow, in a stable order,
-// so the tool list stays a cacheable prefix.
+// the session is created, and rebuilt only when the tools of a source of
+// WithExtraToolSource change; the loaded tools only grow, in a stable
+// order, so the tool list stays a cacheable prefix (tools a source stopped
+// offering leave it).
 type deferredTools struct {
 	// index maps each deferred tool's name to its place in the catalogue.
 	index map[string]int
@@ -102,15 +104,9 @@ func (s *Session) setupToolSearch(c ToolSearchConfig, extra []tool.Registered) e
 	for _, t := range extra {
 		mine[t.Definition.Name] = true
 	}
-	var (
-		defs  []tool.Definition
-		bytes int
-	)
-	for _, d := range s.extra.Definitions() {
-		if _, shadowed := s.profile.Registry().Get(d.Name); shadowed || !mine[d.Name] {
-			continue // a profile tool of the same name wins; session tools stay
-		}
-		defs = append(defs, d)
+	defs := s.deferrable(mine)
+	bytes := 0
+	for _, d := range defs {
 		bytes += len(d.Name) + len(d.Description) + len(d.Parameters)
 	}
 	if len(defs) <= c.Threshold && bytes <= c.ThresholdBytes {
@@ -119,18 +115,7 @@ func (s *Session) setupToolSearch(c ToolSearchConfig, extra []tool.Registered) e
 	if mine[ToolSearchToolName] {
 		return fmt.Errorf("tool search: an extra tool is named %s; rename it or disable tool search", ToolSearchToolName)
 	}
-	d := &deferredTools{index: make(map[string]int, len(defs)), found: map[string]bool{}, isLoad: map[string]bool{}}
-	var b strings.Builder
-	b.WriteString("## Deferred tools\n\nThese tools are available, but their definitions are not loaded. To use one, call " +
-		ToolSearchToolName + " with keywords or \"select:<name>,<name>\"; the tools it returns are callable from your next turn.\n\n")
-	for i, def := range defs {
-		d.index[def.Name] = i
-		d.names = append(d.names, def.Name)
-		d.text = append(d.text, strings.ToLower(def.Description))
-		fmt.Fprintf(&b, "- %s: %s\n", def.Name, summaryLine(def.Description))
-	}
-	d.catalogue = strings.TrimSuffix(b.String(), "\n")
-	s.deferred = d
+	s.deferred = newDeferredTools(defs)
 	return s.extra.Register(tool.Registered{
 		Definition: tool.Definition{
 			Name: ToolSearchToolName,
@@ -146,6 +131,75 @@ func (s *Session) setupToolSearch(c ToolSearchConfig, extra []tool.Registered) e
 		Executor:   s.runToolSearch,
 		Idempotent: true,
 	})
+}
+
+// deferrable returns the definitions of the registered extra tools named
+// in mine, in registration order, without those a profile tool of the same
+// name shadows (session tools such as todo are never in mine).
+func (s *Session) deferrable(mine map[string]bool) []tool.Definition {
+	var defs []tool.Definition
+	for _, d := range s.extra.Definitions() {
+		if _, shadowed := s.profile.Registry().Get(d.Name); shadowed || !mine[d.Name] {
+			continue // a profile tool of the same name wins; session tools stay
+		}
+		defs = append(defs, d)
+	}
+	return defs
+}
+
+// newDeferredTools builds the catalogue of defs; none is loaded.
+func newDeferredTools(defs []tool.Definition) *deferredTools {
+	d := &deferredTools{index: make(map[string]int, len(defs)), found: map[string]bool{}, isLoad: map[string]bool{}}
+	var b strings.Builder
+	b.WriteString("## Deferred tools\n\nThese tools are available, but their definitions are not loaded. To use one, call " +
+		ToolSearchToolName + " with keywords or \"select:<name>,<name>\"; the tools it returns are callable from your next turn.\n\n")
+	for i, def := range defs {
+		d.index[def.Name] = i
+		d.names = append(d.names, def.Name)
+		d.text = append(d.text, strings.ToLower(def.Description))
+		fmt.Fprintf(&b, "- %s: %s\n", def.Name, summaryLine(def.Description))
+	}
+	d.catalogue = strings.TrimSuffix(b.String(), "\n")
+	return d
+}
+
+// rebuildToolSearch rebuilds the catalogue after the tools of a source
+// changed: every current extra tool is deferred, the tools loaded (or
+// found) before stay loaded (found) when they still exist, and the system
+// prompt gets the new catalogue. Whether tools are deferred at all is
+// decided once, when the session is created: a session under the
+// thresholds then sends every tool a source adds later.
+func (s *Session) rebuildToolSearch() {
+	if s.deferred == nil {
+		return
+	}
+	mine := make(map[string]bool, len(s.staticExtra))
+	for n := range s.staticExtra {
+		mine[n] = true
+	}
+	for _, ts := range s.sources {
+		for _, n := range ts.names {
+			mine[n] = true
+		}
+	}
+	d := newDeferredTools(s.deferrable(mine))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.deferred.loaded {
+		if _, ok := d.index[n]; ok {
+			d.loaded = append(d.loaded, n)
+			d.isLoad[n] = true
+		}
+	}
+	for n := range s.deferred.found {
+		if _, ok := d.index[n]; ok && !d.isLoad[n] {
+			d.found[n] = true
+		}
+	}
+	s.deferred = d
+	if s.prompt != nil {
+		s.prompt.DeferredTools = d.catalogue
+	}
 }
 
 // summaryLine is the first sentence of a description, on one line, at most
@@ -304,24 +358,24 @@ func (s *Session) loadFound() {
 // deferredOut reports whether name is a deferred tool that is not loaded
 // (it is neither offered to the model nor callable).
 func (s *Session) deferredOut(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.deferred == nil {
 		return false
 	}
 	if _, ok := s.deferred.index[name]; !ok {
 		return false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	return !s.deferred.isLoad[name]
 }
 
 // loadedTools returns the deferred tools loaded so far, in load order.
 func (s *Session) loadedTools() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.deferred == nil {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	return slices.Clone(s.deferred.loaded)
 }
 
@@ -352,8 +406,10 @@ func (s *Session) restoreToolSearch(d EventData) {
 // DeferredTools returns the names of the extra tools deferred behind
 // tool_search (nil when none is) and those loaded so far, in load order.
 func (s *Session) DeferredTools() (deferred, loaded []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.deferred == nil {
 		return nil, nil
 	}
-	return slices.Clone(s.deferred.names), s.loadedTools()
+	return slices.Clone(s.deferred.names), slices.Clone(s.deferred.loaded)
 }

@@ -5,5 +5,9 @@
 // (credentials) never reach the workspace pod. Stdio servers are spoken to
 // over a stream the caller starts (Server.Start; the runner runs them in
 // the workspace), and a server whose process ended makes its tools fail
-// with errors saying how it ended.
+// with errors saying how it ended. When a server sends
+// notifications/tools/list_changed, Conn.Refresh lists its tools again
+// (the loop calls it between turns through loop.WithExtraToolSource); a
+// remote server's notifications come on a second session of their own
+// (listen.go), so a cut stream never breaks tool calls.
 package mcp

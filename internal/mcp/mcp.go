@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,14 +61,24 @@ type Server struct {
 	DeniedTools []string
 }
 
-// Conn is a connected server and the tools it offers.
+// Conn is a connected server and the tools it offers. When the server
+// says its tool list changed (notifications/tools/list_changed), Refresh
+// lists the tools again.
 type Conn struct {
-	server   Server
-	timeout  time.Duration
-	session  *sdk.ClientSession
-	stdio    *processPipe // a stdio server's pipe; nil for a remote server
+	server  Server
+	timeout time.Duration
+	session *sdk.ClientSession
+	stdio   *processPipe // a stdio server's pipe; nil for a remote server
+
+	mu       sync.Mutex
 	tools    []tool.Registered
 	warnings []string
+	// notified counts the server's list_changed notifications; listed is
+	// the count the current tools were listed after.
+	notified, listed uint64
+
+	// listen is a remote server's notification session (listen.go).
+	listen *listener
 }
 
 // Connect opens a session with s over streamable HTTP, lists its tools
@@ -74,7 +86,10 @@ type Conn struct {
 // wildcards are not valid path.Match patterns or the server cannot be
 // reached within the timeout. Tools that cannot be offered (a name clash
 // after sanitizing, a schema the loop's validator rejects) are left out and
-// named in Warnings.
+// named in Warnings. The server's notifications/tools/list_changed come on
+// a stdio server's stream, and for a remote server on a second session kept
+// for them alone (listen.go), so that a stream a proxy cuts never breaks
+// tool calls.
 func Connect(ctx context.Context, s Server) (*Conn, error) {
 	if err := validPatterns(s.AllowedTools, s.DeniedTools); err != nil {
 		return nil, fmt.Errorf("mcp server %s: %w", s.Name, err)
@@ -86,11 +101,18 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 	c := &Conn{server: s, timeout: timeout}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := sdk.NewClient(&sdk.Implementation{Name: "agent-operator", Version: "v1alpha1"}, nil)
+	var opts *sdk.ClientOptions
+	if s.Start != nil { // a stdio server's notifications come on its stream
+		opts = &sdk.ClientOptions{ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.noteListChanged() }}
+	}
+	client := sdk.NewClient(clientImpl, opts)
+	httpClient := &http.Client{Transport: headerTransport{headers: s.Headers, base: guardedTransport()}}
 	var transport sdk.Transport = &sdk.StreamableClientTransport{
 		Endpoint:   s.URL,
-		HTTPClient: &http.Client{Transport: headerTransport{headers: s.Headers, base: guardedTransport()}},
-		// Server-initiated messages (list_changed) are not used yet.
+		HTTPClient: httpClient,
+		// Calls and listings never depend on a long-lived stream: a broken
+		// one fails the SDK's whole connection. Notifications come on a
+		// session of their own (listen.go).
 		DisableStandaloneSSE: true,
 		MaxRetries:           -1,
 	}
@@ -113,23 +135,97 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 		return nil, fmt.Errorf("connect to mcp server %s %s: %w", s.Name, where, describe(ctx, err, timeout))
 	}
 	c.session = session
-	var listed []*sdk.Tool
-	for t, err := range session.Tools(ctx, nil) {
-		if err != nil {
-			_ = session.Close()
-			if c.stdio != nil {
-				err = c.stdio.explain(err)
-			}
-			return nil, fmt.Errorf("list tools of mcp server %s: %w", s.Name, describe(ctx, err, timeout))
-		}
-		listed = append(listed, t)
+	if c.stdio == nil {
+		c.listen = startListener(ctx, c, httpClient) // before listing: no change is missed
 	}
-	c.offer(listed)
+	if _, err := c.list(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
-// offer keeps the allowed tools of listed that the loop can register.
-func (c *Conn) offer(listed []*sdk.Tool) {
+var clientImpl = &sdk.Implementation{Name: "agent-operator", Version: "v1alpha1"}
+
+// noteListChanged records a notifications/tools/list_changed.
+func (c *Conn) noteListChanged() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notified++
+}
+
+// list lists the server's tools (following pagination) under ctx and makes
+// the allowed ones the Conn's tools. It reports whether they differ from
+// the tools before. A notification that arrives while listing makes the
+// next Refresh list again.
+func (c *Conn) list(ctx context.Context) (changed bool, err error) {
+	c.mu.Lock()
+	gen := c.notified
+	c.mu.Unlock()
+	var listed []*sdk.Tool
+	for t, err := range c.session.Tools(ctx, nil) {
+		if err != nil {
+			if c.stdio != nil {
+				err = c.stdio.explain(err)
+			}
+			return false, fmt.Errorf("list tools of mcp server %s: %w", c.server.Name, describe(ctx, err, c.timeout))
+		}
+		listed = append(listed, t)
+	}
+	tools, warnings := c.offer(listed)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed = !sameTools(c.tools, tools)
+	c.tools, c.warnings, c.listed = tools, warnings, gen
+	return changed, nil
+}
+
+// Refresh lists the server's tools again when it sent
+// notifications/tools/list_changed since they were last listed, with the
+// same wildcards, schema checks and warnings as Connect, under the server's
+// timeout. It returns the tools to offer now and whether they changed (in
+// name, description or schema). Without a notification it returns at once
+// and sends nothing. A listing that fails keeps the tools as they were and
+// consumes the notification (the next one lists again), so a server that
+// went away costs one timeout, not one per turn.
+func (c *Conn) Refresh(ctx context.Context) (tools []tool.Registered, changed bool, err error) {
+	c.mu.Lock()
+	stale := c.notified != c.listed
+	if !stale {
+		tools = slices.Clone(c.tools)
+	} else {
+		c.listed = c.notified
+	}
+	c.mu.Unlock()
+	if !stale {
+		return tools, false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	changed, err = c.list(ctx)
+	return c.Tools(), changed, err
+}
+
+// Stale reports whether the server said its tools changed since they were
+// last listed (the next Refresh lists them again).
+func (c *Conn) Stale() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.notified != c.listed
+}
+
+// sameTools reports whether a and b offer the same definitions in the same
+// order.
+func sameTools(a, b []tool.Registered) bool {
+	return slices.EqualFunc(a, b, func(x, y tool.Registered) bool {
+		return x.Definition.Name == y.Definition.Name && x.Definition.Description == y.Definition.Description &&
+			bytes.Equal(x.Definition.Parameters, y.Definition.Parameters)
+	})
+}
+
+// offer returns the allowed tools of listed that the loop can register, and
+// warnings naming the allowed tools left out.
+func (c *Conn) offer(listed []*sdk.Tool) (tools []tool.Registered, warnings []string) {
 	check := tool.NewRegistry() // the loop's own validator, to skip bad schemas here
 	seen := map[string]string{}
 	for _, t := range listed {
@@ -138,12 +234,12 @@ func (c *Conn) offer(listed []*sdk.Tool) {
 		}
 		name := ToolName(c.server.Name, t.Name)
 		if other, dup := seen[name]; dup {
-			c.warnings = append(c.warnings, fmt.Sprintf("mcp server %s: tool %q is left out: its name %s is already used by tool %q", c.server.Name, t.Name, name, other))
+			warnings = append(warnings, fmt.Sprintf("mcp server %s: tool %q is left out: its name %s is already used by tool %q", c.server.Name, t.Name, name, other))
 			continue
 		}
 		params, err := json.Marshal(t.InputSchema)
 		if err != nil {
-			c.warnings = append(c.warnings, fmt.Sprintf("mcp server %s: tool %q is left out: encode its input schema: %v", c.server.Name, t.Name, err))
+			warnings = append(warnings, fmt.Sprintf("mcp server %s: tool %q is left out: encode its input schema: %v", c.server.Name, t.Name, err))
 			continue
 		}
 		reg := tool.Registered{
@@ -151,25 +247,39 @@ func (c *Conn) offer(listed []*sdk.Tool) {
 			Executor:   c.call(t.Name),
 		}
 		if err := check.Register(reg); err != nil {
-			c.warnings = append(c.warnings, fmt.Sprintf("mcp server %s: tool %q is left out: %v", c.server.Name, t.Name, err))
+			warnings = append(warnings, fmt.Sprintf("mcp server %s: tool %q is left out: %v", c.server.Name, t.Name, err))
 			continue
 		}
 		seen[name] = t.Name
-		c.tools = append(c.tools, reg)
+		tools = append(tools, reg)
 	}
+	return tools, warnings
 }
 
 // Name returns the server's name.
 func (c *Conn) Name() string { return c.server.Name }
 
-// Tools returns the tools to offer to the loop, in the server's order.
-func (c *Conn) Tools() []tool.Registered { return c.tools }
+// Tools returns the tools to offer to the loop, in the server's order, as
+// of the last listing.
+func (c *Conn) Tools() []tool.Registered {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.tools)
+}
 
-// Warnings name the allowed tools that were left out, and why.
-func (c *Conn) Warnings() []string { return c.warnings }
+// Warnings name the allowed tools that were left out, and why, as of the
+// last listing.
+func (c *Conn) Warnings() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.warnings)
+}
 
 // Close ends the session with the server.
 func (c *Conn) Close() error {
+	if c.listen != nil {
+		c.listen.stop()
+	}
 	if err := c.session.Close(); err != nil {
 		return fmt.Errorf("close mcp server %s: %w", c.server.Name, err)
 	}

@@ -2,8 +2,13 @@ package mcp_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,5 +207,50 @@ func TestToolName(t *testing.T) {
 	a, b := mcp.ToolName("demo", long+"a"), mcp.ToolName("demo", long+"b")
 	if len(a) != mcp.MaxToolNameLen || len(b) != mcp.MaxToolNameLen || a == b {
 		t.Errorf("cut names %q and %q: want %d characters each and different", a, b, mcp.MaxToolNameLen)
+	}
+}
+
+// TestConnectWithoutStandaloneStream: a server that does not offer the
+// standalone SSE stream (its GET answered with 405, or leniently another
+// 4xx, or an error that is not an event stream) is connected and its tools
+// called as before; only list_changed notifications cannot reach the
+// client, so Refresh reports no change.
+func TestConnectWithoutStandaloneStream(t *testing.T) {
+	srv := mcptest.New(t, 0)
+	target, err := url.Parse(srv.Server.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, status := range []int{http.StatusMethodNotAllowed, http.StatusNotFound, 500} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			var gets atomic.Int32
+			proxy := httputil.NewSingleHostReverseProxy(target)
+			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodGet {
+					gets.Add(1)
+					http.Error(w, "no stream here", status)
+					return
+				}
+				proxy.ServeHTTP(w, r)
+			}))
+			defer front.Close()
+			c, err := mcp.Connect(t.Context(), mcp.Server{Name: "demo", URL: front.URL + "/mcp", Timeout: 5 * time.Second, AllowedTools: []string{"echo"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for i := range 3 {
+				res, err := c.Tools()[0].Executor(t.Context(), &tool.Invocation{Arguments: json.RawMessage(`{"text":"hi"}`)})
+				if err != nil || res.Output != "echo: hi" {
+					t.Fatalf("call %d = %+v, %v", i, res, err)
+				}
+			}
+			if _, changed, err := c.Refresh(t.Context()); changed || err != nil {
+				t.Errorf("refresh = changed %v, %v", changed, err)
+			}
+			if gets.Load() == 0 {
+				t.Error("the client never asked for the standalone stream: this test does not test what it names")
+			}
+		})
 	}
 }

@@ -34,11 +34,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// starters run the stdio test server on this machine and in a workspace
-// behind a real executor stream.
-func starters(t *testing.T) map[string]func(ctx context.Context) (io.ReadWriteCloser, error) {
+// starters run the stdio test server (with flags after -stdio) on this
+// machine and in a workspace behind a real executor stream.
+func starters(t *testing.T, flags ...string) map[string]func(ctx context.Context) (io.ReadWriteCloser, error) {
 	t.Helper()
-	argv := []string{mcpServerBin, "-stdio"}
+	argv := append([]string{mcpServerBin, "-stdio"}, flags...)
 	local, err := localenv.New(t.TempDir(), localenv.WithKillGrace(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

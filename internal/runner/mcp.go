@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 	"github.com/agent-operator/agent-operator/internal/mcp"
 )
@@ -70,16 +71,18 @@ func mcpHeadersOptIn(sec *corev1.Secret, serverURL string) error {
 		sec.Name, redactURL(serverURL), AnnotationAllowedBaseURLs, allowed)
 }
 
-// connectMCP connects the session's MCP servers at once. A server that
-// cannot be reached is left out: the session runs without its tools, and
-// warnings (emitted as WARNING events, which the model does not see) say
-// so, as they name tools left out. closeAll ends every connection.
-func (s *session) connectMCP(ctx context.Context) (tools []tool.Registered, warnings []string, closeAll func(), err error) {
+// connectMCP connects the session's MCP servers at once and returns each
+// connected one as a tool source for the loop (loop.WithExtraToolSource),
+// which lists its tools again between turns after the server's
+// notifications/tools/list_changed. A server that cannot be reached is left
+// out: the session runs without its tools, and warnings (emitted as WARNING
+// events, which the model does not see) say so, as they name tools left
+// out. closeAll ends every connection.
+func (s *session) connectMCP(ctx context.Context) (sources []*mcpSource, warnings []string, closeAll func(), err error) {
 	servers, err := mcpServers(ctx, s.r.opts.Reader, s.obj, s.env)
 	if err != nil || len(servers) == 0 {
 		return nil, nil, func() {}, err
 	}
-	var conns []*mcp.Conn
 	var states []agentsv1.MCPServerStatus
 	for i, res := range mcp.ConnectAll(ctx, servers) {
 		if res.Err != nil {
@@ -92,23 +95,69 @@ func (s *session) connectMCP(ctx context.Context) (tools []tool.Registered, warn
 			states = append(states, agentsv1.MCPServerStatus{Name: res.Server, Message: cut(res.Err.Error(), 1024)})
 			continue
 		}
-		s.log.Info("Connected MCP server", "server", res.Server, "tools", len(res.Conn.Tools()))
-		conns = append(conns, res.Conn)
-		tools = append(tools, res.Conn.Tools()...)
+		tools := res.Conn.Tools()
+		s.log.Info("Connected MCP server", "server", res.Server, "tools", len(tools))
+		sources = append(sources, &mcpSource{s: s, conn: res.Conn, status: len(states)})
 		warnings = append(warnings, res.Conn.Warnings()...)
-		states = append(states, agentsv1.MCPServerStatus{Name: res.Server, Connected: true, Tools: int32(len(res.Conn.Tools())),
+		states = append(states, agentsv1.MCPServerStatus{Name: res.Server, Connected: true, Tools: int32(len(tools)),
 			Message: cut(strings.Join(res.Conn.Warnings(), "; "), 1024)})
 	}
 	s.mu.Lock()
 	s.prog.MCPServers = states
 	s.mu.Unlock()
-	return tools, warnings, func() {
-		for _, c := range conns {
-			if err := c.Close(); err != nil {
-				s.log.Info("Closing an MCP connection failed", "server", c.Name(), "reason", err.Error())
+	return sources, warnings, func() {
+		for _, src := range sources {
+			if err := src.conn.Close(); err != nil {
+				s.log.Info("Closing an MCP connection failed", "server", src.conn.Name(), "reason", err.Error())
 			}
 		}
 	}, nil
+}
+
+// mcpSource is a connected MCP server as a tool source of the loop: when a
+// refresh changes its tools, its entry of status.mcpServers says how many
+// it offers now and which were left out.
+type mcpSource struct {
+	s      *session
+	conn   *mcp.Conn
+	status int // index in s.prog.MCPServers
+}
+
+// Name is how the loop's events name the server.
+func (m *mcpSource) Name() string { return "MCP server " + m.conn.Name() }
+
+// Tools returns the server's tools as listed last.
+func (m *mcpSource) Tools() []tool.Registered { return m.conn.Tools() }
+
+// Refresh lists the server's tools again if it said they changed
+// (mcp.Conn.Refresh) and updates its status entry when they did.
+func (m *mcpSource) Refresh(ctx context.Context) ([]tool.Registered, bool, error) {
+	tools, changed, err := m.conn.Refresh(ctx)
+	if err != nil {
+		m.s.log.Info("Listing an MCP server's tools again failed; its tools stay as they were", "server", m.conn.Name(), "reason", err.Error())
+	}
+	if err != nil || !changed {
+		return tools, changed, err
+	}
+	m.s.log.Info("MCP server's tools changed", "server", m.conn.Name(), "tools", len(tools))
+	m.s.mu.Lock()
+	if m.status < len(m.s.prog.MCPServers) && m.s.prog.MCPServers[m.status].Name == m.conn.Name() {
+		st := &m.s.prog.MCPServers[m.status]
+		st.Tools = int32(len(tools))
+		st.Message = cut(strings.Join(m.conn.Warnings(), "; "), 1024)
+	}
+	m.s.mu.Unlock()
+	m.s.notify(false)
+	return tools, true, nil
+}
+
+// mcpSourceOptions offers each connected server's tools to the loop.
+func mcpSourceOptions(sources []*mcpSource) []loop.Option {
+	opts := make([]loop.Option, 0, len(sources))
+	for _, src := range sources {
+		opts = append(opts, loop.WithExtraToolSource(src.Name(), src))
+	}
+	return opts
 }
 
 // cut returns s cut to at most n bytes, at a rune boundary.

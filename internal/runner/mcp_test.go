@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -99,11 +101,12 @@ func TestConnectMCP(t *testing.T) {
 		agentsv1.MCPServer{Name: "gone", URL: down.URL, Timeout: timeout,
 			HeadersSecretRef: &agentsv1.MCPHeadersSecretRef{Name: "mcp-auth"}},
 	)
-	tools, warnings, closeAll, err := s.connectMCP(t.Context())
+	sources, warnings, closeAll, err := s.connectMCP(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeAll()
+	tools := sourceTools(sources)
 	var names []string
 	for _, tl := range tools {
 		names = append(names, tl.Definition.Name)
@@ -169,11 +172,12 @@ func TestConnectMCPStdio(t *testing.T) {
 			Env: []agentsv1.MCPEnvVar{{Name: "GREETING", Value: "hi"}}, WorkingDir: "sub", DeniedTools: []string{"crash", "slow"}},
 		agentsv1.MCPServer{Name: "broken", Command: []string{"/no/such/mcp-server"}},
 	)
-	tools, warnings, closeAll, err := s.connectMCP(t.Context())
+	sources, warnings, closeAll, err := s.connectMCP(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeAll()
+	tools := sourceTools(sources)
 	var names []string
 	for _, tl := range tools {
 		names = append(names, tl.Definition.Name)
@@ -215,3 +219,60 @@ func TestConnectMCPStdio(t *testing.T) {
 
 // plainEnv hides every optional method of its environment.
 type plainEnv struct{ tool.ExecutionEnvironment }
+
+// sourceTools are the tools of every source, in order.
+func sourceTools(sources []*mcpSource) []tool.Registered {
+	var out []tool.Registered
+	for _, src := range sources {
+		out = append(out, src.Tools()...)
+	}
+	return out
+}
+
+// TestMCPRefreshUpdatesStatus: when a server's tools change
+// (notifications/tools/list_changed), the refresh the loop makes between
+// turns updates the server's status.mcpServers entry and asks for a status
+// write; without a change it does neither.
+func TestMCPRefreshUpdatesStatus(t *testing.T) {
+	up := mcptest.New(t, 0, mcptest.WithToolChanges())
+	obj := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s"}}
+	obj.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "demo", URL: up.URL, Timeout: &metav1.Duration{Duration: 5 * time.Second},
+		DeniedTools: []string{"slow"}}}
+	var notified atomic.Int32
+	s := &session{r: &Runner{opts: Options{Now: time.Now, Notify: func(types.NamespacedName) { notified.Add(1) }}}, obj: obj, log: logr.Discard()}
+	sources, _, closeAll, err := s.connectMCP(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	if len(sources) != 1 || sources[0].Name() != "MCP server demo" {
+		t.Fatalf("sources = %v", sources)
+	}
+	src := sources[0]
+	count := func() int32 { return s.snapshot().MCPServers[0].Tools }
+	before := count()
+	if _, changed, err := src.Refresh(t.Context()); changed || err != nil || notified.Load() != 0 {
+		t.Fatalf("refresh without a notification: changed=%v err=%v status writes=%d", changed, err, notified.Load())
+	}
+	for _, tl := range src.Tools() {
+		if tl.Definition.Name == "mcp__demo__"+mcptest.AddTool {
+			if _, err := tl.Executor(t.Context(), &tool.Invocation{Arguments: []byte(`{"name":"added"}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !src.conn.Stale() {
+		if time.Now().After(deadline) {
+			t.Fatal("no list_changed reached the connection")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the condition
+	}
+	tools, changed, err := src.Refresh(t.Context())
+	if err != nil || !changed || len(tools) != int(before)+1 {
+		t.Fatalf("refresh after a notification: %d tools (had %d), changed=%v, err=%v", len(tools), before, changed, err)
+	}
+	if got := count(); got != before+1 || notified.Load() != 1 {
+		t.Errorf("status tools = %d (want %d), status writes = %d (want 1)", got, before+1, notified.Load())
+	}
+}

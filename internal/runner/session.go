@@ -320,7 +320,7 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	mcpTools, mcpWarnings, closeMCP, err := s.connectMCP(ctx) // spec.tools.mcpServers (mcp.go)
+	mcpSources, mcpWarnings, closeMCP, err := s.connectMCP(ctx) // spec.tools.mcpServers (mcp.go)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -338,10 +338,10 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 		loop.WithJournal(dj),
 		loop.WithID(string(s.obj.UID)),
 		loop.WithPauseOnModelOutage(),
-		loop.WithExtraTools(mcpTools...),
 		loop.WithToolSearch(toolSearchConfig(&s.obj.Spec)), // spec.tools.toolSearch
 		loop.WithWebSearch(webSearchConfig(&s.obj.Spec)),   // spec.tools.webSearch
 	}
+	opts = append(opts, mcpSourceOptions(mcpSources)...) // refreshed between turns
 	if d := s.obj.Spec.Depth; d != nil {
 		opts = append(opts, loop.WithDepth(int(*d)))
 	}

@@ -80,6 +80,10 @@ func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.
 	if err != nil {
 		return tool.SpawnResult{}, err
 	}
+	tools, err := sp.childTools(req)
+	if err != nil {
+		return tool.SpawnResult{}, err
+	}
 	var children agentsv1.AgentSessionList
 	if err := sp.c.List(ctx, &children, client.InNamespace(p.Namespace),
 		client.MatchingLabels{agentsv1.LabelParentUID: string(p.UID)}); err != nil {
@@ -106,7 +110,7 @@ func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.
 		return tool.SpawnResult{}, fmt.Errorf("%d subagents are still running and spec.subagents.maxChildren is %d: wait for or close one first", live, limit)
 	}
 	for n := len(known) + 1; ; n++ {
-		child := sp.child(req, limits, childName(p.Name, n))
+		child := sp.child(req, limits, tools, childName(p.Name, n))
 		err := sp.c.Create(ctx, child)
 		if apierrors.IsAlreadyExists(err) {
 			continue
@@ -204,7 +208,42 @@ func (sp *childSpawner) childLimits(req tool.SpawnRequest) (agentsv1.Limits, err
 	return lim, nil
 }
 
-func (sp *childSpawner) child(req tool.SpawnRequest, limits agentsv1.Limits, name string) *agentsv1.AgentSession {
+// childTools are the parent's spec.tools for a child: its MCP servers are
+// all of the parent's unless the spawn names some (req.MCPServers non-nil,
+// empty for none), and then only those, each exactly as the parent has it
+// (URL or command, headers Secret, allowed and denied tools). A name the
+// parent does not have is an error: a spawn can only narrow.
+func (sp *childSpawner) childTools(req tool.SpawnRequest) (agentsv1.ToolsSpec, error) {
+	tools := *sp.parent.Spec.Tools.DeepCopy()
+	if req.MCPServers == nil {
+		return tools, nil
+	}
+	have := make([]string, 0, len(tools.MCPServers))
+	for _, s := range tools.MCPServers {
+		have = append(have, s.Name)
+	}
+	for _, name := range req.MCPServers {
+		if slices.Contains(have, name) {
+			continue
+		}
+		if len(have) == 0 {
+			return tools, fmt.Errorf("MCP server %q is not one of this session's: it has no MCP servers (pass mcp_servers: [] or leave it out)", name)
+		}
+		return tools, fmt.Errorf("MCP server %q is not one of this session's; a subagent can only get servers this session has: %s", name, strings.Join(have, ", "))
+	}
+	var keep []agentsv1.MCPServer
+	for _, s := range tools.MCPServers {
+		if slices.Contains(req.MCPServers, s.Name) {
+			keep = append(keep, s)
+		}
+	}
+	tools.MCPServers = keep
+	return tools, nil
+}
+
+// child is the AgentSession of a spawn: limits and tools come from
+// childLimits and childTools.
+func (sp *childSpawner) child(req tool.SpawnRequest, limits agentsv1.Limits, tools agentsv1.ToolsSpec, name string) *agentsv1.AgentSession {
 	p := sp.parent
 	depth := sessionDepth(p) + 1
 	spec := agentsv1.AgentSessionSpec{
@@ -212,7 +251,7 @@ func (sp *childSpawner) child(req tool.SpawnRequest, limits agentsv1.Limits, nam
 		Model:        *p.Spec.Model.DeepCopy(),
 		Instructions: p.Spec.Instructions,
 		Limits:       limits,
-		Tools:        *p.Spec.Tools.DeepCopy(),
+		Tools:        tools,
 		Workspace:    *p.Spec.Workspace.DeepCopy(),
 		Subagents:    *p.Spec.Subagents.DeepCopy(),
 		ParentRef:    &agentsv1.ParentReference{Name: p.Name, UID: string(p.UID)},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,7 +80,11 @@ func TestChildSession(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := sp.child(tc.req, lim, childName(p.Name, 1))
+			tools, err := sp.childTools(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := sp.child(tc.req, lim, tools, childName(p.Name, 1))
 			if c.Name != "lead-sub-1" {
 				t.Errorf("name = %s", c.Name)
 			}
@@ -420,12 +425,12 @@ func TestSpawnCallRunAgainAdoptsItsChild(t *testing.T) {
 func TestChildrenInheritTheParentsClass(t *testing.T) {
 	p := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "lead", Namespace: "team", UID: "p-uid",
 		Labels: map[string]string{agentsv1.LabelClass: "staging"}}}
-	c := (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, agentsv1.Limits{}, childName(p.Name, 1))
+	c := (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, agentsv1.Limits{}, agentsv1.ToolsSpec{}, childName(p.Name, 1))
 	if c.Labels[agentsv1.LabelClass] != "staging" || c.Labels[agentsv1.LabelParentUID] != "p-uid" {
 		t.Errorf("child labels %v", c.Labels)
 	}
 	p.Labels = nil
-	c = (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, agentsv1.Limits{}, childName(p.Name, 1))
+	c = (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, agentsv1.Limits{}, agentsv1.ToolsSpec{}, childName(p.Name, 1))
 	if _, ok := c.Labels[agentsv1.LabelClass]; ok {
 		t.Errorf("a default-class parent's child has a class: %v", c.Labels)
 	}
@@ -445,10 +450,201 @@ func TestChildrenCarryTheirTreesRoot(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "lead", Namespace: "team", UID: "p-uid", Labels: tt.parentLabels}}
-			c := (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, agentsv1.Limits{}, childName(p.Name, 1))
+			c := (&childSpawner{parent: p}).child(tool.SpawnRequest{Task: "t"}, agentsv1.Limits{}, agentsv1.ToolsSpec{}, childName(p.Name, 1))
 			if got := c.Labels[agentsv1.LabelRootUID]; got != tt.want {
 				t.Errorf("root label %q, want %q", got, tt.want)
 			}
 		})
 	}
+}
+
+// mcpParentTools is a parent session's spec.tools with three MCP servers and
+// other tool settings a child must keep.
+func mcpParentTools() agentsv1.ToolsSpec {
+	return agentsv1.ToolsSpec{
+		DisabledTools: []string{"shell"},
+		Policy:        &agentsv1.ToolPolicy{DefaultAction: agentsv1.PolicyAllow},
+		MCPServers: []agentsv1.MCPServer{
+			{Name: "tracker", URL: "https://tracker.example/mcp", AllowedTools: []string{"get_*"},
+				HeadersSecretRef: &agentsv1.MCPHeadersSecretRef{Name: "tracker-mcp"}},
+			{Name: "files", Command: []string{"mcpserver", "-stdio"}, DeniedTools: []string{"write_*"}},
+			{Name: "docs", URL: "https://docs.example/mcp"},
+		},
+	}
+}
+
+// mcpNames are the names of a spec.tools' MCP servers.
+func mcpNames(tools agentsv1.ToolsSpec) []string {
+	names := []string{}
+	for _, s := range tools.MCPServers {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// A child inherits every MCP server of its parent unless the spawn names
+// some; then it gets only those, each exactly as the parent has it (its
+// allowed and denied tools too), and a name the parent lacks is an error.
+func TestChildToolsOnlyNarrow(t *testing.T) {
+	cases := []struct {
+		name    string
+		parent  agentsv1.ToolsSpec
+		servers []string
+		want    []string
+		wantErr string
+	}{
+		{name: "absent inherits all", parent: mcpParentTools(), servers: nil, want: []string{"tracker", "files", "docs"}},
+		{name: "a subset, in the parent's order", parent: mcpParentTools(), servers: []string{"docs", "tracker"}, want: []string{"tracker", "docs"}},
+		{name: "a name twice is one server", parent: mcpParentTools(), servers: []string{"files", "files"}, want: []string{"files"}},
+		{name: "empty is none", parent: mcpParentTools(), servers: []string{}, want: []string{}},
+		{name: "a server the parent lacks", parent: mcpParentTools(), servers: []string{"docs", "payroll"},
+			wantErr: `MCP server "payroll" is not one of this session's; a subagent can only get servers this session has: tracker, files, docs`},
+		{name: "a parent without servers", parent: agentsv1.ToolsSpec{}, servers: []string{"docs"},
+			wantErr: `MCP server "docs" is not one of this session's: it has no MCP servers`},
+		{name: "a parent without servers, none asked", parent: agentsv1.ToolsSpec{}, servers: []string{}, want: []string{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "lead", Namespace: "team", UID: "p-uid"},
+				Spec: agentsv1.AgentSessionSpec{Tools: tc.parent}}
+			before := p.DeepCopy()
+			sp := &childSpawner{parent: p}
+			req := tool.SpawnRequest{Task: "t", MCPServers: tc.servers}
+			got, err := sp.childTools(req)
+			if !equality.Semantic.DeepEqual(p, before) {
+				t.Errorf("childTools changed the parent: %+v", p.Spec.Tools)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if names := mcpNames(got); !slices.Equal(names, tc.want) {
+				t.Errorf("servers = %v, want %v", names, tc.want)
+			}
+			for _, s := range got.MCPServers {
+				i := slices.IndexFunc(tc.parent.MCPServers, func(ps agentsv1.MCPServer) bool { return ps.Name == s.Name })
+				if !equality.Semantic.DeepEqual(s, tc.parent.MCPServers[i]) {
+					t.Errorf("server %s = %+v, want the parent's %+v", s.Name, s, tc.parent.MCPServers[i])
+				}
+			}
+			rest, parentRest := got.DeepCopy(), tc.parent.DeepCopy()
+			rest.MCPServers, parentRest.MCPServers = nil, nil
+			if !equality.Semantic.DeepEqual(rest, parentRest) {
+				t.Errorf("the other tool settings = %+v, want the parent's %+v", rest, parentRest)
+			}
+			if c := sp.child(req, agentsv1.Limits{}, got, childName(p.Name, 1)); !slices.Equal(mcpNames(c.Spec.Tools), tc.want) {
+				t.Errorf("child servers = %v, want %v", mcpNames(c.Spec.Tools), tc.want)
+			}
+		})
+	}
+}
+
+// Against the API server: the child stored is the narrowed one, an unknown
+// server creates nothing, a spawn_agent call run again after a crash adopts
+// its narrowed child and never widens it (even when the retry would inherit
+// everything), and a narrowed child cannot hand its own child a server it
+// was not given.
+func TestSpawnNarrowsMCPServers(t *testing.T) {
+	f := newSpawnerFixture(t)
+	ctx := t.Context()
+	watch, err := newChildWatch(ctx, f.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start(t)
+	parent := f.session(t, "mcp-lead", func(s *agentsv1.AgentSession) {
+		s.Spec.Tools = mcpParentTools()
+		s.Spec.Subagents.MaxDepth = ptr.To[int32](2)
+	})
+	sp := &childSpawner{c: f.cached, r: f.api, parent: parent, watch: watch}
+	stored := func(t *testing.T, name string) *agentsv1.AgentSession {
+		t.Helper()
+		c := &agentsv1.AgentSession{}
+		if err := f.api.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	children := func(t *testing.T, p *agentsv1.AgentSession) []agentsv1.AgentSession {
+		t.Helper()
+		var l agentsv1.AgentSessionList
+		if err := f.api.List(ctx, &l, client.InNamespace("default"), client.MatchingLabels{agentsv1.LabelParentUID: string(p.UID)}); err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+
+	ids := map[string]string{}
+	for _, tc := range []struct {
+		call    string
+		servers []string
+		want    []string
+	}{
+		{"toolu_all", nil, []string{"tracker", "files", "docs"}},
+		{"toolu_docs", []string{"docs"}, []string{"docs"}},
+		{"toolu_none", []string{}, []string{}},
+	} {
+		t.Run(tc.call, func(t *testing.T) {
+			res, err := sp.Spawn(ctx, tool.SpawnRequest{CallID: tc.call, Task: "t", MCPServers: tc.servers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[tc.call] = res.AgentID
+			c := stored(t, res.AgentID)
+			if names := mcpNames(c.Spec.Tools); !slices.Equal(names, tc.want) {
+				t.Errorf("stored child's servers = %v, want %v", names, tc.want)
+			}
+			if !equality.Semantic.DeepEqual(c.Spec.Tools.Policy, parent.Spec.Tools.Policy) || !slices.Equal(c.Spec.Tools.DisabledTools, []string{"shell"}) {
+				t.Errorf("stored child's tools = %+v, want the parent's other settings", c.Spec.Tools)
+			}
+		})
+	}
+
+	t.Run("an unknown server is an error and creates nothing", func(t *testing.T) {
+		before := len(children(t, parent))
+		_, err := sp.Spawn(ctx, tool.SpawnRequest{CallID: "toolu_bad", Task: "t", MCPServers: []string{"docs", "payroll"}})
+		if err == nil || !strings.Contains(err.Error(), `MCP server "payroll" is not one of this session's`) {
+			t.Errorf("spawn = %v, want the unknown-server error", err)
+		}
+		if n := len(children(t, parent)); n != before {
+			t.Errorf("%d children after the error, want %d", n, before)
+		}
+	})
+
+	t.Run("a call run again after a crash keeps its narrowed child", func(t *testing.T) {
+		again := &childSpawner{c: f.cached, r: f.api, parent: parent, watch: watch}
+		for _, retry := range [][]string{nil, {"tracker", "files", "docs"}} {
+			res, err := again.Spawn(ctx, tool.SpawnRequest{CallID: "toolu_docs", Task: "t", MCPServers: retry})
+			if err != nil || res.AgentID != ids["toolu_docs"] {
+				t.Fatalf("retry = %+v, %v; want %s adopted", res, err, ids["toolu_docs"])
+			}
+		}
+		if names := mcpNames(stored(t, ids["toolu_docs"]).Spec.Tools); !slices.Equal(names, []string{"docs"}) {
+			t.Errorf("adopted child's servers = %v, want [docs]", names)
+		}
+		if n := len(children(t, parent)); n != 3 {
+			t.Errorf("%d children, want 3", n)
+		}
+	})
+
+	t.Run("a narrowed child's own child gets no more than it has", func(t *testing.T) {
+		child := stored(t, ids["toolu_docs"])
+		deep := &childSpawner{c: f.cached, r: f.api, parent: child, watch: watch}
+		_, err := deep.Spawn(ctx, tool.SpawnRequest{CallID: "toolu_gc_bad", Task: "t", MCPServers: []string{"tracker"}})
+		if err == nil || !strings.Contains(err.Error(), "a subagent can only get servers this session has: docs") {
+			t.Errorf("spawn = %v, want the unknown-server error", err)
+		}
+		res, err := deep.Spawn(ctx, tool.SpawnRequest{CallID: "toolu_gc", Task: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if names := mcpNames(stored(t, res.AgentID).Spec.Tools); !slices.Equal(names, []string{"docs"}) {
+			t.Errorf("grandchild's servers = %v, want [docs]", names)
+		}
+	})
 }

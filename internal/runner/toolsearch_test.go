@@ -49,11 +49,12 @@ func TestToolSearchOverMCP(t *testing.T) {
 	obj.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "demo", URL: up.URL, Timeout: &metav1.Duration{Duration: 5 * time.Second}}}
 	obj.Spec.Tools.ToolSearch = &agentsv1.ToolSearchSpec{Threshold: ptr.To[int32](1)}
 	s := &session{r: &Runner{}, obj: obj, log: logr.Discard()}
-	tools, _, closeAll, err := s.connectMCP(t.Context())
+	sources, _, closeAll, err := s.connectMCP(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeAll()
+	tools := sourceTools(sources)
 	if len(tools) < 2 {
 		t.Fatalf("the server offered %d tools, want more than the threshold of 1", len(tools))
 	}
@@ -70,7 +71,7 @@ func TestToolSearchOverMCP(t *testing.T) {
 		scripted.Turn{Expect: looptest.ExpectResult("echo: hi"), Text: "done"},
 	)
 	p := profile.Anthropic("claude-sonnet-4-5")
-	sess, err := loop.New(p, env, scripted.New(sc, p.Model()), loop.WithExtraTools(tools...), loop.WithToolSearch(toolSearchConfig(&obj.Spec)))
+	sess, err := loop.New(p, env, scripted.New(sc, p.Model()), append(mcpSourceOptions(sources), loop.WithToolSearch(toolSearchConfig(&obj.Spec)))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/loop"
+	"github.com/agent-operator/agent-operator/internal/mcp/mcptest"
 	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
@@ -87,6 +89,34 @@ var _ = Describe("MCP servers", Ordered, Label("mcp"), func() {
 		Expect(ends[3].Data.Error).To(ContainSubstring("denied"))
 	}, SpecTimeout(6*time.Minute))
 
+	It("reports an MCP call cut by a manager kill as interrupted and never makes it again", func(ctx SpecContext) {
+		ns := f.SpecNamespace(ctx, "ao-mcp-kill")
+		url := deployMCPServer(ctx, ns)
+		pods, err := managerPods(ctx, op.ns, mcpRelease)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pods).To(HaveLen(1), "one manager pod")
+		s := scriptedSession(ctx, ns, "mcpkill", mcpKillScript, func(s *agentsv1.AgentSession) {
+			// The slow tool answers only when its call is cancelled: the kill must cut it, not
+			// the server's timeout.
+			s.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "cluster", URL: url, Timeout: &metav1.Duration{Duration: 10 * time.Minute}}}
+		})
+		Eventually(func(g Gomega, ctx context.Context) {
+			g.Expect(mcpCalls(ctx, ns)).To(HaveKeyWithValue(mcptest.Slow, 1))
+		}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(500*time.Millisecond).Should(Succeed(), "the MCP server receives the call")
+		GinkgoWriter.Printf("killing manager pod %s during the MCP call\n", pods[0].Name)
+		killManager(ctx, op.ns, mcpRelease, pods[0])
+
+		final := waitForOutcome(ctx, s, 4*time.Minute)
+		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
+		Expect(final.Status.Result).To(Equal("Told the user."))
+		evs, _ := sessionEvents(ctx, op, final)
+		Expect(eventsOfKind(evs, loop.EventToolCallStart)).To(HaveLen(1), "the call is started once")
+		ends := eventsOfKind(evs, loop.EventToolCallEnd)
+		Expect(ends).To(HaveLen(1))
+		Expect(ends[0].Data.Error).To(Equal(loop.InterruptedResult), "the resumed session reports the cut call as interrupted")
+		Expect(mcpCalls(ctx, ns)).To(HaveKeyWithValue(mcptest.Slow, 1), "the new manager never calls the tool again")
+	}, SpecTimeout(8*time.Minute))
+
 	It("fetches an in-cluster page from the workspace with web_fetch; refuses an address the session does not allow; cuts a 50 MB page", func(ctx SpecContext) {
 		ns := f.SpecNamespace(ctx, "ao-webfetch")
 		url := deployMCPServer(ctx, ns)
@@ -111,6 +141,30 @@ var _ = Describe("MCP servers", Ordered, Label("mcp"), func() {
 		}
 	}, SpecTimeout(6*time.Minute))
 })
+
+// mcpKillScript calls the remote server's slow tool (cut by a manager kill in the spec); the
+// next turn succeeds only if the model was told the call was interrupted.
+const mcpKillScript = `turns:
+  - toolCalls:
+      - name: mcp__cluster__slow
+        arguments: {}
+  - expect: {lastToolResultContains: "interrupted"}
+    text: "Told the user."
+`
+
+// mcpCalls returns how often each tool of the MCP server in ns was called (its /calls
+// endpoint, read through the API server's pod proxy).
+func mcpCalls(ctx context.Context, ns string) (map[string]int, error) {
+	raw, err := f.Clientset.CoreV1().Pods(ns).ProxyGet("http", mcpServerName, fmt.Sprint(mcpServerPort), "calls", nil).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("get /calls of the MCP server: %w", err)
+	}
+	calls := map[string]int{}
+	if err := json.Unmarshal(raw, &calls); err != nil {
+		return nil, fmt.Errorf("decode /calls %q: %w", raw, err)
+	}
+	return calls, nil
+}
 
 // webFetchScript fetches an allowed in-cluster page, the same server by an address the session
 // does not allow, and a 50 MB page; each turn checks the previous result.

@@ -3,6 +3,7 @@ package builtin
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
@@ -66,6 +67,23 @@ func TestSchemas(t *testing.T) {
 				}
 			}
 		}
+		var mcpServers struct {
+			Type  string `json:"type"`
+			Items struct {
+				Type string `json:"type"`
+			} `json:"items"`
+			Description string `json:"description"`
+		}
+		if err := json.Unmarshal(mustProps(t, SpawnAgent(v))["mcp_servers"], &mcpServers); err != nil ||
+			mcpServers.Type != "array" || mcpServers.Items.Type != "string" || !strings.Contains(mcpServers.Description, "[] gives it none") {
+			t.Errorf("%s: spawn_agent mcp_servers = %+v (%v), want an optional array of strings that says [] gives none", v, mcpServers, err)
+		}
+		if d := SpawnAgent(v).Definition.Description; !strings.Contains(d, "mcp_servers") {
+			t.Errorf("%s: the spawn_agent description does not tell the model about mcp_servers: %q", v, d)
+		}
+		if err := reg.Validate("spawn_agent", json.RawMessage(`{"task":"t","mcp_servers":"tracker"}`)); err == nil {
+			t.Errorf("%s: spawn_agent with a string mcp_servers passed validation", v)
+		}
 		_, hasMode := mustProps(t, Grep(v))["output_mode"]
 		if hasMode != (v == Anthropic) {
 			t.Errorf("%s: grep output_mode present = %v", v, hasMode)
@@ -76,7 +94,7 @@ func TestSchemas(t *testing.T) {
 			"shell":       `{"command":"go test ./...","timeout_ms":60000,"description":"run tests"}`,
 			"edit_file":   `{"file_path":"a","old_string":"x","new_string":"y","replace_all":true}`,
 			"list_dir":    `{"path":"src","depth":2}`,
-			"spawn_agent": `{"task":"t","max_turns":0}`,
+			"spawn_agent": `{"task":"t","max_turns":0,"mcp_servers":[]}`,
 		} {
 			if err := reg.Validate(name, json.RawMessage(args)); err != nil {
 				t.Errorf("%s/%s: Validate(%s): %v", v, name, args, err)

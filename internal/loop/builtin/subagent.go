@@ -17,7 +17,8 @@ const NoSubagentsMessage = "subagents are not available in this session (depth l
 func SpawnAgent(v Variant) tool.Registered {
 	desc := pick(v, map[Variant]string{
 		OpenAI: "Spawns a subagent to handle a scoped task autonomously. The subagent has its own conversation, shares this workspace, " +
-			"and runs until it finishes; use wait to get its result. Returns the agent_id.",
+			"and runs until it finishes; use wait to get its result. Returns the agent_id. " +
+			"It gets this session's MCP servers (the mcp__<server>__<tool> tools) unless mcp_servers names the ones it needs ([] for none).",
 		Anthropic: "Launch a new agent to handle a complex, multi-step task autonomously.\n\n" +
 			"When to use it:\n" +
 			"- Independent parts of a task that can run in parallel (e.g. investigate two modules at once)\n" +
@@ -25,9 +26,11 @@ func SpawnAgent(v Variant) tool.Registered {
 			"Usage notes:\n" +
 			"- Launch multiple agents concurrently whenever possible to maximize performance\n" +
 			"- The agent works in the same filesystem; its final message is returned by wait and is not visible to the user, so summarize it\n" +
-			"- Each agent invocation is stateless apart from messages you send with send_input. Your task should contain a highly detailed description of what the agent should do and what it should return",
+			"- Each agent invocation is stateless apart from messages you send with send_input. Your task should contain a highly detailed description of what the agent should do and what it should return\n" +
+			"- The agent gets your MCP servers (the mcp__<server>__<tool> tools) unless mcp_servers names the ones it needs; pass [] to give it none",
 		Gemini: "Delegates a scoped task to a subagent that runs its own agent loop in the same workspace. " +
-			"Returns the new agent's id; call wait with it to collect the result.",
+			"Returns the new agent's id; call wait with it to collect the result. " +
+			"The subagent gets this session's MCP servers (the mcp__<server>__<tool> tools) unless mcp_servers names the ones it needs ([] for none).",
 	})
 	schema := objectSchema([]string{"task"},
 		p("task", "string", pick(v, map[Variant]string{
@@ -38,6 +41,7 @@ func SpawnAgent(v Variant) tool.Registered {
 		p("working_dir", "string", "Optional subdirectory of the working directory to scope the agent to."),
 		p("model", "string", "Optional model override (default: this session's model)."),
 		namedProp{"max_turns", prop{Type: "integer", Minimum: intMin(0), Description: "Optional turn limit for the subagent (default 0: unlimited)."}},
+		namedProp{"mcp_servers", prop{Type: "array", Items: &prop{Type: "string"}, Description: mcpServersParam}},
 	)
 	return tool.Registered{
 		Definition: tool.Definition{Name: "spawn_agent", Description: desc, Parameters: schema},
@@ -46,11 +50,17 @@ func SpawnAgent(v Variant) tool.Registered {
 	}
 }
 
+// mcpServersParam describes spawn_agent's mcp_servers parameter.
+const mcpServersParam = "Optional names of this session's MCP servers the subagent may use (its tools named mcp__<server>__<tool>). " +
+	"Leave it out to give the subagent all of this session's MCP servers; [] gives it none. " +
+	"A subagent can never get a server this session does not have."
+
 type spawnArgs struct {
-	Task       string  `json:"task"`
-	WorkingDir string  `json:"working_dir"`
-	Model      string  `json:"model"`
-	MaxTurns   flexInt `json:"max_turns"`
+	Task       string   `json:"task"`
+	WorkingDir string   `json:"working_dir"`
+	Model      string   `json:"model"`
+	MaxTurns   flexInt  `json:"max_turns"`
+	MCPServers []string `json:"mcp_servers"`
 }
 
 func spawnAgent(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
@@ -67,8 +77,14 @@ func spawnAgent(ctx context.Context, inv *tool.Invocation) (tool.Result, error) 
 	if a.MaxTurns.v < 0 {
 		return errorResult("Error: max_turns must be 0 (unlimited) or greater (got %d).", a.MaxTurns.v)
 	}
+	for _, name := range a.MCPServers {
+		if strings.TrimSpace(name) == "" {
+			return errorResult("Error: mcp_servers must list MCP server names; an empty name is not one.")
+		}
+	}
 	res, err := inv.Subagents.Spawn(ctx, tool.SpawnRequest{
 		CallID: inv.CallID, Task: a.Task, WorkingDir: a.WorkingDir, Model: a.Model, MaxTurns: a.MaxTurns.v,
+		MCPServers: a.MCPServers,
 	})
 	if err != nil {
 		return subagentFailure(ctx, "spawn the agent", err)

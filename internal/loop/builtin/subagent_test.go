@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
@@ -101,10 +102,52 @@ func TestSubagentTools(t *testing.T) {
 			}
 		})
 	}
-	if len(sp.spawned) != 1 || sp.spawned[0] != (tool.SpawnRequest{CallID: "call-1", Task: "write tests", WorkingDir: "pkg", MaxTurns: 5}) {
-		t.Errorf("spawn requests = %+v", sp.spawned)
+	if want := []tool.SpawnRequest{{CallID: "call-1", Task: "write tests", WorkingDir: "pkg", MaxTurns: 5}}; !reflect.DeepEqual(sp.spawned, want) {
+		t.Errorf("spawn requests = %+v, want %+v", sp.spawned, want)
 	}
 	if len(sp.inputs) != 1 || sp.inputs[0] != "also lint" {
 		t.Errorf("inputs = %v", sp.inputs)
+	}
+}
+
+// spawn_agent's mcp_servers reaches the spawner as given: absent (or null)
+// is nil, which inherits every server, and [] is empty, not nil, which
+// gives the child none. An empty name is an error result and spawns nothing.
+func TestSpawnAgentMCPServers(t *testing.T) {
+	env, _ := newEnv(t)
+	tests := []struct {
+		name    string
+		args    string
+		want    []string // the request's MCPServers
+		isNil   bool
+		isError string
+	}{
+		{name: "absent inherits", args: `{"task":"t"}`, isNil: true},
+		{name: "null inherits", args: `{"task":"t","mcp_servers":null}`, isNil: true},
+		{name: "empty array is none", args: `{"task":"t","mcp_servers":[]}`, want: []string{}},
+		{name: "a subset", args: `{"task":"t","mcp_servers":["tracker","docs"]}`, want: []string{"tracker", "docs"}},
+		{name: "an empty name", args: `{"task":"t","mcp_servers":["tracker"," "]}`, isError: "an empty name"},
+		{name: "not an array", args: `{"task":"t","mcp_servers":"tracker"}`, isError: "Invalid arguments for spawn_agent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sp := &recordingSpawner{known: "agent-1"}
+			res, _ := call{env: env, subagents: sp}.run(t, SpawnAgent(OpenAI), tt.args)
+			if tt.isError != "" {
+				expect(t, res, true, tt.isError)
+				if len(sp.spawned) != 0 {
+					t.Errorf("spawned %+v after an error result", sp.spawned)
+				}
+				return
+			}
+			expect(t, res, false)
+			if len(sp.spawned) != 1 {
+				t.Fatalf("spawn requests = %+v", sp.spawned)
+			}
+			got := sp.spawned[0].MCPServers
+			if (got == nil) != tt.isNil || (!tt.isNil && !reflect.DeepEqual(got, tt.want)) {
+				t.Errorf("MCPServers = %#v, want %#v (nil: %v)", got, tt.want, tt.isNil)
+			}
+		})
 	}
 }

@@ -78,6 +78,11 @@ type SpawnRequest struct {
 	WorkingDir string `json:"working_dir,omitempty"`
 	Model      string `json:"model,omitempty"`
 	MaxTurns   int    `json:"max_turns,omitempty"`
+	// MCPServers narrows the child's MCP servers to these of the parent's
+	// (by name) when it is non-nil; empty means none. Nil inherits every
+	// server of the parent. A child never gets a server its parent lacks.
+	// Not omitempty: encoded, nil (null) and empty ([]) stay apart.
+	MCPServers []string `json:"mcp_servers"`
 }
 
 // SpawnResult identifies a new subagent.

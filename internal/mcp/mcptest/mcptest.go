@@ -4,7 +4,9 @@
 // when the call is cancelled or the server closes) and a tool whose name
 // needs sanitizing. It records the HTTP headers of every request.
 // NewSDKServer builds the same server for other transports: test/mcpserver
-// serves it over stdio or HTTP as a binary.
+// serves it over stdio or HTTP as a binary. AddToolChanges adds tools that
+// change the server's tool list at runtime (the SDK then sends
+// notifications/tools/list_changed) and counts tools/list requests.
 package mcptest
 
 import (
@@ -12,7 +14,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,18 +46,32 @@ type Server struct {
 	// URL of the MCP endpoint.
 	URL string
 
+	// Changes is set with the option WithToolChanges.
+	Changes *ToolChanges
+
 	mu      sync.Mutex
 	headers []http.Header
 	release chan struct{}
 	once    sync.Once
 }
 
+// Option configures New.
+type Option func(*Server, *sdk.Server)
+
+// WithToolChanges adds the tools of AddToolChanges (Server.Changes).
+func WithToolChanges() Option {
+	return func(s *Server, srv *sdk.Server) { s.Changes = AddToolChanges(srv) }
+}
+
 // New starts the server; it stops when the test ends. pageSize bounds the
 // tools of one tools/list page (0: the SDK's default).
-func New(t *testing.T, pageSize int) *Server {
+func New(t *testing.T, pageSize int, opts ...Option) *Server {
 	t.Helper()
 	s := &Server{release: make(chan struct{})}
 	srv := NewSDKServer(pageSize, s.release, nil)
+	for _, o := range opts {
+		o(s, srv)
+	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
@@ -69,9 +87,12 @@ func New(t *testing.T, pageSize int) *Server {
 // Release makes the slow tool's pending and later calls answer.
 func (s *Server) Release() { s.once.Do(func() { close(s.release) }) }
 
-// Close releases the slow tool's calls and stops the server.
+// Close releases the slow tool's calls and stops the server. It cuts the
+// clients' connections first: a client's open stream (the standalone SSE
+// stream that carries notifications) would otherwise keep Close waiting.
 func (s *Server) Close() {
 	s.Release()
+	s.Server.CloseClientConnections()
 	s.Server.Close()
 }
 
@@ -116,3 +137,72 @@ func NewSDKServer(pageSize int, release <-chan struct{}, crash func()) *sdk.Serv
 	}
 	return srv
 }
+
+// Tool names of AddToolChanges.
+const (
+	// AddTool adds a tool called by its argument name that answers
+	// "<name>: <text>" (arguments as EchoArgs).
+	AddTool = "add_tool"
+	// RemoveTool removes the tool called by its argument name.
+	RemoveTool = "remove_tool"
+	// ToolsListed answers how many tools/list requests the server has
+	// answered so far (a decimal number).
+	ToolsListed = "tools_listed"
+)
+
+// NameArgs are the arguments of add_tool and remove_tool.
+type NameArgs struct {
+	Name string `json:"name" jsonschema:"the tool's name"`
+}
+
+// ToolChanges changes the tool list of an SDK server at runtime and counts
+// its tools/list requests.
+type ToolChanges struct {
+	srv   *sdk.Server
+	lists atomic.Int64
+}
+
+// AddToolChanges adds add_tool, remove_tool and tools_listed to srv and
+// starts counting its tools/list requests.
+func AddToolChanges(srv *sdk.Server) *ToolChanges {
+	c := &ToolChanges{srv: srv}
+	srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "tools/list" {
+				c.lists.Add(1)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	sdk.AddTool(srv, &sdk.Tool{Name: AddTool, Description: "Adds a tool that echoes its text after its name."},
+		func(_ context.Context, _ *sdk.CallToolRequest, in NameArgs) (*sdk.CallToolResult, any, error) {
+			c.Add(in.Name)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "added " + in.Name}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: RemoveTool, Description: "Removes a tool."},
+		func(_ context.Context, _ *sdk.CallToolRequest, in NameArgs) (*sdk.CallToolResult, any, error) {
+			c.Remove(in.Name)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "removed " + in.Name}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: ToolsListed, Description: "Says how many tools/list requests the server answered."},
+		func(_ context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strconv.FormatInt(c.lists.Load(), 10)}}}, nil, nil
+		})
+	return c
+}
+
+// Add adds a tool called name answering "<name>: <text>"; the SDK notifies
+// the connected clients.
+func (c *ToolChanges) Add(name string) {
+	sdk.AddTool(c.srv, &sdk.Tool{Name: name, Description: "Echoes its text after the name " + name + "."},
+		func(_ context.Context, _ *sdk.CallToolRequest, in EchoArgs) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: name + ": " + in.Text}}}, nil, nil
+		})
+}
+
+// Remove removes the tool called name; the SDK notifies the connected
+// clients.
+func (c *ToolChanges) Remove(name string) { c.srv.RemoveTools(name) }
+
+// Lists returns how many tools/list requests the server answered.
+func (c *ToolChanges) Lists() int { return int(c.lists.Load()) }
