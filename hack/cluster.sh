@@ -81,7 +81,8 @@ require_root() { [ "$(id -u)" -eq 0 ] || die "the local cluster needs root (it r
 
 ensure_packages() {
 	apt_install containerd runc containernetworking-plugins iptables conntrack socat openssl curl iproute2 util-linux procps ripgrep \
-		prometheus # promtool: the unit tests check the metrics and alert rules (internal/metrics)
+		prometheus `# promtool: the unit tests check the metrics and alert rules (internal/metrics)` \
+		chromium fonts-dejavu-core # the console's browser e2e (Playwright drives Debian's Chromium)
 	[ -x /usr/lib/cni/bridge ] || die "CNI plugins missing in /usr/lib/cni (package containernetworking-plugins)"
 }
 

@@ -109,6 +109,10 @@ phase verify-gen verify-gen || true
 phase vet vet || true
 phase fmt fmt || true
 phase chart chart || true
+# The console frontend (issue 23): npm ci from the lock file, Vitest, type check, vite build into
+# cmd/kubectl-agent/ui/dist, which the plugin embeds; before unit so the AI SDK reader test
+# (internal/uistream) and the e2e suite's plugin build have it.
+phase ui ui || true
 phase unit unit || true
 # Every fuzz target for a bounded number of inputs (issue 10: zero crashes in CI); `make fuzz
 # FUZZTIME=2m` for longer. A count, not a duration: with a duration, Go 1.26's fuzz coordinator

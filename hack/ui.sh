@@ -65,5 +65,8 @@ if [ "$what" != test ]; then
 	log "ui: type check and vite build -> ${OUT_DIR#"${REPO_ROOT}/"}"
 	npm run build --silent </dev/null
 	[ -f "${OUT_DIR}/index.html" ] || die "ui: ${OUT_DIR}/index.html was not built"
+	# vite empties the directory: put back the committed placeholder that keeps
+	# kubectl-agent's go:embed pattern valid on a clone without node.
+	: >"${OUT_DIR}/.gitkeep"
 	(cd "$OUT_DIR" && find . -type f -printf '%10s  %p\n' | sort -k2)
 fi

@@ -74,13 +74,28 @@ func (g *globals) jetStream(ctx context.Context, namespace string) (jetstream.Je
 }
 
 // readChanges reads one object of ref's recorded changes, saying clearly
-// when there are none.
+// when there are none (the error then wraps events.ErrNoChanges).
 func readChanges(ctx context.Context, js jetstream.JetStream, ref events.SessionRef, object string) ([]byte, error) {
 	data, err := events.ReadChanges(ctx, js, ref, object)
 	if errors.Is(err, events.ErrNoChanges) {
-		return nil, fmt.Errorf("agentsession %s has no recorded changes (none yet: they are recorded when an input ends Succeeded; or older than the journal's retention)", ref)
+		return nil, noChangesError{ref: ref}
 	}
 	return data, err
+}
+
+// noChangesError says that a session has no recorded changes.
+type noChangesError struct{ ref events.SessionRef }
+
+func (e noChangesError) Error() string {
+	return fmt.Sprintf("agentsession %s has no recorded changes (none yet: they are recorded when an input ends Succeeded; or older than the journal's retention)", e.ref)
+}
+
+func (e noChangesError) Unwrap() error { return events.ErrNoChanges }
+
+// readPatch reads ref's recorded patch (git diff --binary --full-index
+// --no-renames base..head) as diff prints it and the console serves it.
+func readPatch(ctx context.Context, js jetstream.JetStream, ref events.SessionRef) ([]byte, error) {
+	return readChanges(ctx, js, ref, changes.PatchObject)
 }
 
 func runDiff(ctx context.Context, js jetstream.JetStream, ref events.SessionRef, out io.Writer, o *diffOptions) error {
@@ -95,7 +110,7 @@ func runDiff(ctx context.Context, js jetstream.JetStream, ref events.SessionRef,
 		}
 		return printStat(render.NewWriter(out), &c)
 	}
-	patch, err := readChanges(ctx, js, ref, changes.PatchObject)
+	patch, err := readPatch(ctx, js, ref)
 	if err != nil {
 		return err
 	}

@@ -1,19 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"runtime"
 	"slices"
 	"strconv"
@@ -37,7 +42,8 @@ const (
 	consoleCookie = "agent_console_"      // + port: the token, HttpOnly
 	csrfCookie    = "agent_console_csrf_" // + port: the CSRF value, readable by the page
 	tokenHeader   = "X-Agent-Console-Token"
-	csrfHeader    = "X-Agent-Console-CSRF"
+	csrfHeader    = "X-Agent-Console-CSRF" // the same string as CSRF_HEADER in web/console/src/api.ts
+	csrfMeta      = "csrf-token"           // <meta name=...> holding the CSRF value in the served index.html
 	tokenParam    = "token"
 )
 
@@ -61,7 +67,7 @@ only when stdin is a terminal and CI is not set.`,
 			if err != nil {
 				return err
 			}
-			con, err := newConsole(c, ns, g.eventSource, cmd.ErrOrStderr())
+			con, err := newConsole(c, ns, g, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -73,36 +79,35 @@ only when stdin is a terminal and CI is not set.`,
 	return cmd
 }
 
-// eventSource reads the events of namespace as "kubectl agent logs" does:
-// --nats-url, or the manager's embedded server with a read-only credential
-// for namespace. Call the returned function when done.
-func (g *globals) eventSource(ctx context.Context, namespace string) (uistream.Source, func(), error) {
-	nc, closeNATS, err := g.nats(ctx, namespace)
-	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		closeNATS()
-		return nil, nil, fmt.Errorf("open jetstream: %w", err)
-	}
-	return uistream.JetStream{JS: js, Options: []events.ReadOption{events.WithStreamConfig(g.stream)}}, closeNATS, nil
-}
+// uiDist is the console frontend `make ui` builds (web/console). A fresh
+// clone holds only its placeholder .gitkeep: the plugin then serves
+// placeholderHTML.
+//
+//go:embed all:ui/dist
+var uiDist embed.FS
 
-// console serves the console's API. Every request must carry the token
-// (see guard); no response ever holds a Kubernetes or NATS credential.
+// console serves the console's frontend and API. Every request must carry
+// the token (see guard); no response ever holds a Kubernetes or NATS
+// credential.
 type console struct {
 	kube      client.Client
 	namespace string
 	token     string
 	csrf      string
-	events    func(ctx context.Context, namespace string) (uistream.Source, func(), error)
+	// jetStream connects to the events of a namespace as "kubectl agent
+	// logs" does: --nats-url, or the manager's embedded server with a
+	// read-only credential for namespace. Call the returned function when
+	// done.
+	jetStream func(ctx context.Context, namespace string) (jetstream.JetStream, func(), error)
+	readOpts  []events.ReadOption
+	// ui is the built frontend: index.html and assets/ (uiDist's ui/dist;
+	// tests set their own).
+	ui        fs.FS
 	log       io.Writer
 	keepAlive time.Duration
 }
 
-func newConsole(c client.Client, namespace string,
-	events func(context.Context, string) (uistream.Source, func(), error), log io.Writer) (*console, error) {
+func newConsole(c client.Client, namespace string, g *globals, log io.Writer) (*console, error) {
 	token, err := randomToken()
 	if err != nil {
 		return nil, err
@@ -111,7 +116,12 @@ func newConsole(c client.Client, namespace string,
 	if err != nil {
 		return nil, err
 	}
-	return &console{kube: c, namespace: namespace, token: token, csrf: csrf, events: events, log: log}, nil
+	ui, err := fs.Sub(uiDist, "ui/dist")
+	if err != nil {
+		return nil, fmt.Errorf("open the embedded console: %w", err)
+	}
+	return &console{kube: c, namespace: namespace, token: token, csrf: csrf, jetStream: g.jetStream,
+		readOpts: []events.ReadOption{events.WithStreamConfig(g.stream)}, ui: ui, log: log}, nil
 }
 
 func randomToken() (string, error) {
@@ -189,7 +199,10 @@ func openBrowser(u string) error {
 func (c *console) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", c.index)
+	mux.HandleFunc("GET /assets/{path...}", c.asset)
 	mux.HandleFunc("GET /api/sessions", c.list)
+	mux.HandleFunc("GET /api/sessions/{ns}/{name}", c.get)
+	mux.HandleFunc("GET /api/sessions/{ns}/{name}/diff", c.diff)
 	mux.HandleFunc("GET /api/sessions/{ns}/{name}/stream", c.stream)
 	mux.HandleFunc("POST /api/sessions/{ns}/{name}/{action}", c.act)
 	return c.logRequests(c.guard(mux))
@@ -318,19 +331,60 @@ func (s *statusWriter) WriteHeader(code int) {
 // Unwrap lets http.ResponseController flush the SSE stream.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-const indexHTML = `<!doctype html>
+// placeholderHTML is the page of a binary built without `make ui`.
+const placeholderHTML = `<!doctype html>
 <html><head><meta charset="utf-8"><title>agent-operator console</title></head>
 <body><h1>agent-operator console</h1>
-<p>The UI assets are not built into this kubectl-agent binary.</p>
-<p>The API is available: <code>GET /api/sessions</code>, <code>GET /api/sessions/{namespace}/{name}/stream</code>
-(an AI SDK UI message stream), <code>POST /api/sessions/{namespace}/{name}/{steer|followup|abort|suspend|resume}</code>.</p>
+<p>The UI assets are not built into this kubectl-agent binary: run <code>make ui</code>, then build kubectl-agent again.</p>
+<p>The API is available: <code>GET /api/sessions</code>, <code>GET /api/sessions/{namespace}/{name}</code>,
+<code>GET /api/sessions/{namespace}/{name}/stream</code> (an AI SDK UI message stream),
+<code>GET /api/sessions/{namespace}/{name}/diff</code>,
+<code>POST /api/sessions/{namespace}/{name}/{steer|followup|abort|suspend|resume}</code>.</p>
 </body></html>
 `
 
+// index serves the built index.html with the CSRF value in
+// <meta name="csrf-token"> (the page echoes it in csrfHeader), or
+// placeholderHTML when the frontend is not built in.
 func (c *console) index(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'")
-	_, _ = io.WriteString(w, indexHTML)
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", "default-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+	page, err := fs.ReadFile(c.ui, "index.html")
+	if err != nil {
+		_, _ = io.WriteString(w, placeholderHTML)
+		return
+	}
+	// no-cache: always the current build; no-store: the page holds this
+	// run's CSRF value.
+	h.Set("Cache-Control", "no-cache, no-store")
+	_, _ = w.Write(injectCSRF(page, c.csrf))
+}
+
+// injectCSRF puts <meta name="csrf-token" content="csrf"> before the
+// page's </head> (at its start when it has none).
+func injectCSRF(page []byte, csrf string) []byte {
+	meta := `<meta name="` + csrfMeta + `" content="` + html.EscapeString(csrf) + `">`
+	i := bytes.Index(bytes.ToLower(page), []byte("</head>"))
+	if i < 0 {
+		return append([]byte(meta), page...)
+	}
+	out := make([]byte, 0, len(page)+len(meta))
+	out = append(out, page[:i]...)
+	out = append(out, meta...)
+	return append(out, page[i:]...)
+}
+
+// asset serves a file of the built frontend's assets/: Vite names them by
+// their content's hash, so they may be cached for long.
+func (c *console) asset(w http.ResponseWriter, r *http.Request) {
+	name := path.Join("assets", r.PathValue("path"))
+	if st, err := fs.Stat(c.ui, name); err != nil || !st.Mode().IsRegular() {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Cache-Control", "private, max-age=31536000, immutable")
+	http.ServeFileFS(w, r, c.ui, name)
 }
 
 // sessionItem is one row of GET /api/sessions.
@@ -409,13 +463,94 @@ func (c *console) stream(w http.ResponseWriter, r *http.Request) {
 	if f := r.URL.Query().Get("follow"); f != "" {
 		live = f == "true"
 	}
-	src, done, err := c.events(r.Context(), ref.Namespace)
+	js, done, err := c.jetStream(r.Context(), ref.Namespace)
 	if err != nil {
 		http.Error(w, fmt.Sprintf("read events of namespace %s: %v", ref.Namespace, err), http.StatusBadGateway)
 		return
 	}
 	defer done()
+	src := uistream.JetStream{JS: js, Options: c.readOpts}
 	uistream.Stream{Source: src, Session: ref, Live: live, KeepAlive: c.keepAlive}.ServeHTTP(w, r)
+}
+
+// get serves the AgentSession as the user reads it, without
+// metadata.managedFields and the last-applied annotation, and with the
+// plain values of environment variables redacted (a Secret is only ever
+// named in an AgentSession; an env value is the one place a user may have
+// pasted one).
+func (c *console) get(w http.ResponseWriter, r *http.Request) {
+	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
+	if err := events.ValidateSession(events.SessionRef{Namespace: key.Namespace, Name: key.Name}); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var s v1alpha1.AgentSession
+	if err := c.kube.Get(r.Context(), key, &s); err != nil {
+		apiError(w, fmt.Errorf("get agentsession %s: %w", key, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, consoleView(&s))
+}
+
+// redactedValue replaces the plain value of an environment variable.
+const redactedValue = "[redacted]"
+
+// consoleView is s as the console shows it (see get); s is modified.
+func consoleView(s *v1alpha1.AgentSession) *v1alpha1.AgentSession {
+	s.ManagedFields = nil
+	delete(s.Annotations, lastAppliedAnnotation)
+	for i := range s.Spec.Workspace.Env {
+		if s.Spec.Workspace.Env[i].Value != "" {
+			s.Spec.Workspace.Env[i].Value = redactedValue
+		}
+	}
+	for i := range s.Spec.Tools.MCPServers {
+		for j := range s.Spec.Tools.MCPServers[i].Env {
+			if s.Spec.Tools.MCPServers[i].Env[j].Value != "" {
+				s.Spec.Tools.MCPServers[i].Env[j].Value = redactedValue
+			}
+		}
+	}
+	// The typed object's kind is empty after a Get: the page may show it.
+	s.APIVersion, s.Kind = v1alpha1.GroupVersion.String(), "AgentSession"
+	return s
+}
+
+// lastAppliedAnnotation is kubectl apply's copy of the spec (with any env
+// value).
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// diff serves the session's recorded patch as "kubectl agent diff" reads
+// it (byte for byte, text/plain), 404 when there is none.
+func (c *console) diff(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("ns"), r.PathValue("name")
+	if err := events.ValidateSession(events.SessionRef{Namespace: ns, Name: name}); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ref, err := sessionRef(r.Context(), c.kube, ns, name)
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	js, done, err := c.jetStream(r.Context(), ns)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("read the changes of namespace %s: %v", ns, err), http.StatusBadGateway)
+		return
+	}
+	defer done()
+	patch, err := readPatch(r.Context(), js, ref)
+	switch {
+	case errors.Is(err, events.ErrNoChanges):
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Disposition", "inline")
+	_, _ = w.Write(patch)
 }
 
 // maxMessageBytes bounds the body of a steer or follow-up request.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -13,8 +14,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,13 +53,15 @@ func (s *syncBuffer) String() string {
 type consoleEnv struct {
 	con    *console
 	srv    *httptest.Server
+	pub    *events.Publisher
 	log    *syncBuffer
 	kube   client.Client
 	key    client.ObjectKey
 	events []loop.Event
 }
 
-func newConsoleEnv(t *testing.T, suffix string) *consoleEnv {
+// The console serves ui: the placeholder page when it has no index.html.
+func newConsoleEnv(t *testing.T, suffix string, ui fstest.MapFS) *consoleEnv {
 	t.Helper()
 	ctx := t.Context()
 	nsrv, pub := eventstest.Start(t, events.EmbeddedOptions{Port: -1}, events.PublisherOptions{})
@@ -105,14 +110,15 @@ func newConsoleEnv(t *testing.T, suffix string) *consoleEnv {
 	}
 	g := &globals{kubeconfig: kubeconfigPath, natsURL: nsrv.ClientURL()}
 	log := &syncBuffer{}
-	con, err := newConsole(c, "default", g.eventSource, log)
+	con, err := newConsole(c, "default", g, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	con.keepAlive = -1
+	con.ui = ui
 	srv := httptest.NewServer(con.handler())
 	t.Cleanup(srv.Close)
-	return &consoleEnv{con: con, srv: srv, log: log, kube: c, key: client.ObjectKeyFromObject(parent), events: evs}
+	return &consoleEnv{con: con, srv: srv, pub: pub, log: log, kube: c, key: client.ObjectKeyFromObject(parent), events: evs}
 }
 
 // do sends a request; headers are name/value pairs; "Host" sets the host.
@@ -143,9 +149,13 @@ func (e *consoleEnv) do(t *testing.T, hc *http.Client, method, path, body string
 }
 
 // checkNoSecret fails when a response body or header other than the
-// cookies the token URL sets holds the token or the CSRF value.
+// cookies the token URL sets holds the token or the CSRF value, except for
+// the CSRF value in the page's csrf-token meta tag.
 func (e *consoleEnv) checkNoSecret(t *testing.T, resp *http.Response, body string) {
 	t.Helper()
+	if resp.Request.URL.Path == "/" {
+		body = strings.Replace(body, e.csrfMetaTag(), "", 1)
+	}
 	for _, s := range []string{e.con.token, e.con.csrf} {
 		if strings.Contains(body, s) {
 			t.Errorf("%s %s: the body holds a console secret", resp.Request.Method, resp.Request.URL.Path)
@@ -156,6 +166,11 @@ func (e *consoleEnv) checkNoSecret(t *testing.T, resp *http.Response, body strin
 			}
 		}
 	}
+}
+
+// csrfMetaTag is the tag the console injects into the built index.html.
+func (e *consoleEnv) csrfMetaTag() string {
+	return `<meta name="csrf-token" content="` + e.con.csrf + `">`
 }
 
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -169,7 +184,7 @@ func (e *consoleEnv) browser(t *testing.T) *http.Client {
 	}
 	hc := &http.Client{Jar: jar}
 	resp, body := e.do(t, hc, http.MethodGet, "/?token="+url.QueryEscape(e.con.token), "")
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "not built") {
+	if resp.StatusCode != http.StatusOK || (!strings.Contains(body, "not built") && !strings.Contains(body, e.csrfMetaTag())) {
 		t.Fatalf("token URL: %s %q", resp.Status, body)
 	}
 	if resp.Request.URL.RawQuery != "" {
@@ -203,7 +218,7 @@ func (e *consoleEnv) session(t *testing.T) v1alpha1.AgentSession {
 // mutating ones from another origin or without the CSRF header, and
 // mutations by GET are all refused, and change nothing.
 func TestConsoleRefusals(t *testing.T) {
-	e := newConsoleEnv(t, "refuse")
+	e := newConsoleEnv(t, "refuse", nil)
 	port := e.srv.URL[strings.LastIndex(e.srv.URL, ":")+1:]
 	good := e.con.token
 	cookie := consoleCookie + port + "=" + good
@@ -220,6 +235,9 @@ func TestConsoleRefusals(t *testing.T) {
 		{"no token", "GET", "/api/sessions", nil, 401},
 		{"no token for the page", "GET", "/", nil, 401},
 		{"no token for the stream", "GET", "/api/sessions/default/" + e.key.Name + "/stream", nil, 401},
+		{"no token for the session", "GET", "/api/sessions/default/" + e.key.Name, nil, 401},
+		{"no token for the diff", "GET", "/api/sessions/default/" + e.key.Name + "/diff", nil, 401},
+		{"no token for an asset", "GET", "/assets/index.js", nil, 401},
 		{"wrong header token", "GET", "/api/sessions", []string{tokenHeader, "x" + good}, 403},
 		{"wrong bearer token", "GET", "/api/sessions", []string{"Authorization", "Bearer nope"}, 403},
 		{"wrong cookie", "GET", "/api/sessions", []string{"Cookie", consoleCookie + port + "=nope"}, 403},
@@ -257,7 +275,7 @@ func TestConsoleRefusals(t *testing.T) {
 // kubeconfig's user, and the CSRF cookie lets the page patch them the way
 // the subcommands do.
 func TestConsoleListAndActions(t *testing.T) {
-	e := newConsoleEnv(t, "act")
+	e := newConsoleEnv(t, "act", nil)
 	resp, _ := e.do(t, &http.Client{CheckRedirect: noRedirect}, http.MethodGet, "/?token="+url.QueryEscape(e.con.token), "")
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
 		t.Errorf("token URL: %s to %q", resp.Status, resp.Header.Get("Location"))
@@ -348,7 +366,7 @@ func TestConsoleListAndActions(t *testing.T) {
 // The stream endpoint serves the session's journal, read with the same
 // connection path as logs, as an AI SDK UI message stream.
 func TestConsoleStream(t *testing.T) {
-	e := newConsoleEnv(t, "stream")
+	e := newConsoleEnv(t, "stream", nil)
 	conv := uistream.NewConverter(string(e.session(t).UID))
 	var want []string
 	for _, ev := range e.events {
@@ -408,11 +426,30 @@ func TestUICommand(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "UI assets are not built") {
-		t.Errorf("GET %s: %s %s", u, resp.Status, body)
+	// The page of the binary's embedded frontend: built by make ui or not.
+	_, statErr := fs.Stat(uiDist, "ui/dist/index.html")
+	want := "UI assets are not built"
+	if statErr == nil {
+		want = `<meta name="csrf-token" content="`
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+		t.Errorf("GET %s: %s, want %q in %s", u, resp.Status, want, body)
 	}
 	plain, _ := url.Parse(u)
 	plain.RawQuery = ""
+	if statErr == nil {
+		// The page's script, as vite named it, is embedded and served.
+		_, rest, _ := strings.Cut(string(body), `src="./assets/`)
+		script, _, _ := strings.Cut(rest, `"`)
+		resp, err := (&http.Client{Jar: jar}).Get(plain.String() + "assets/" + script)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/javascript; charset=utf-8" {
+			t.Errorf("GET assets/%s: %s %q", script, resp.Status, resp.Header.Get("Content-Type"))
+		}
+	}
 	if resp, err := http.Get(plain.String() + "api/sessions"); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("without the token: %v %v", resp, err)
 	}
@@ -463,5 +500,161 @@ func TestSuspendResumeCommands(t *testing.T) {
 	}
 	if _, err := cli(t, "", "suspend", "nope"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("suspend of a missing session: %v", err)
+	}
+}
+
+// builtUI is a frontend as vite builds it: index.html loading hashed assets.
+var builtUI = fstest.MapFS{
+	"index.html": {Data: []byte(`<!doctype html>
+<html lang="en">
+  <head>
+    <meta charset="utf-8" />
+    <title>agent-operator console</title>
+    <script type="module" crossorigin src="./assets/index-B1x2c3.js"></script>
+    <link rel="stylesheet" crossorigin href="./assets/index-D4e5f6.css">
+  </head>
+  <body><div id="root"></div></body>
+</html>
+`)},
+	"assets/index-B1x2c3.js":  {Data: []byte("console.log('console');\n")},
+	"assets/index-D4e5f6.css": {Data: []byte("body{margin:0}\n")},
+	"assets/fonts/x.woff2":    {Data: []byte("wOF2")},
+}
+
+// The built frontend: index.html with this run's CSRF value in a meta tag
+// before </head>, never cached; its hashed assets with their content types,
+// cached for long, and only with the token; the CSRF value of the meta tag
+// in the header the page sends lets the page act.
+func TestConsoleFrontend(t *testing.T) {
+	e := newConsoleEnv(t, "front", builtUI)
+	hc := e.browser(t)
+	resp, body := e.do(t, hc, http.MethodGet, "/", "")
+	meta := e.csrfMetaTag()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, meta+"</head>") || strings.Count(body, e.con.csrf) != 1 ||
+		!strings.Contains(body, `src="./assets/index-B1x2c3.js"`) {
+		t.Fatalf("index: %s\n%s", resp.Status, body)
+	}
+	for k, want := range map[string]string{
+		"Content-Type":            "text/html; charset=utf-8",
+		"Cache-Control":           "no-cache, no-store",
+		"Content-Security-Policy": "default-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+	} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("index: %s %q, want %q", k, got, want)
+		}
+	}
+
+	tests := []struct {
+		path, ctype, body string
+		status            int
+	}{
+		{"/assets/index-B1x2c3.js", "text/javascript; charset=utf-8", "console.log('console');\n", 200},
+		{"/assets/index-D4e5f6.css", "text/css; charset=utf-8", "body{margin:0}\n", 200},
+		{"/assets/fonts/x.woff2", "font/woff2", "wOF2", 200},
+		{"/assets/missing.js", "", "", 404},
+		{"/assets/fonts", "", "", 404},
+		{"/index.html", "", "", 404},
+	}
+	for _, tt := range tests {
+		resp, body := e.do(t, hc, http.MethodGet, tt.path, "")
+		if resp.StatusCode != tt.status {
+			t.Errorf("%s: %s, want %d", tt.path, resp.Status, tt.status)
+			continue
+		}
+		if tt.status != 200 {
+			continue
+		}
+		if body != tt.body || resp.Header.Get("Content-Type") != tt.ctype || resp.Header.Get("Cache-Control") != "private, max-age=31536000, immutable" {
+			t.Errorf("%s: %q, Content-Type %q, Cache-Control %q", tt.path, body, resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"))
+		}
+	}
+	if resp, _ := e.do(t, http.DefaultClient, http.MethodGet, "/assets/index-B1x2c3.js", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an asset without the token: %s", resp.Status)
+	}
+
+	// The page reads the meta tag and sends it in X-Agent-Console-CSRF
+	// (web/console/src/api.ts), with the token in its cookie.
+	i := strings.Index(body, meta)
+	value := body[i+len(`<meta name="csrf-token" content="`) : i+len(meta)-2]
+	resp, body = e.do(t, hc, http.MethodPost, "/api/sessions/default/"+e.key.Name+"/steer", `{"text":"from the page"}`,
+		"X-Agent-Console-CSRF", value, "Content-Type", "application/json", "Origin", e.srv.URL, "Sec-Fetch-Site", "same-origin")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("steer with the meta tag's CSRF value: %s %s", resp.Status, body)
+	}
+	if s := e.session(t); len(s.Spec.Messages) != 1 || s.Spec.Messages[0].Text != "from the page" {
+		t.Errorf("after steer: %+v", s.Spec.Messages)
+	}
+}
+
+// Without an index.html (a binary built without make ui) the page is the
+// placeholder, which holds no CSRF value, and there are no assets.
+func TestConsolePlaceholder(t *testing.T) {
+	e := newConsoleEnv(t, "holder", fstest.MapFS{"assets/index-B1x2c3.js": builtUI["assets/index-B1x2c3.js"]})
+	hc := e.browser(t)
+	resp, body := e.do(t, hc, http.MethodGet, "/", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "make ui") || strings.Contains(body, "csrf-token") ||
+		resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("placeholder: %s %q\n%s", resp.Status, resp.Header.Get("Cache-Control"), body)
+	}
+}
+
+// GET a session serves the AgentSession as the user reads it, without
+// managedFields, kubectl's last-applied copy or env values; GET its diff
+// serves the recorded patch byte for byte, or 404 when there is none.
+func TestConsoleSessionAndDiff(t *testing.T) {
+	e := newConsoleEnv(t, "get", nil)
+	ctx := t.Context()
+	s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ui-get-env",
+		Annotations: map[string]string{lastAppliedAnnotation: `{"spec":{"workspace":{"env":[{"name":"TOKEN","value":"hunter2"}]}}}`, "team": "a"}},
+		Spec: v1alpha1.AgentSessionSpec{Prompt: "p", Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAICompatible, Name: "m", BaseURL: "http://llm"},
+			Workspace: v1alpha1.WorkspaceSpec{Env: []corev1.EnvVar{{Name: "TOKEN", Value: "hunter2"},
+				{Name: "KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "keys"}, Key: "k"}}}}}}}
+	if err := e.kube.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.session(t).ManagedFields) == 0 {
+		t.Fatal("the API server recorded no managedFields: the test would prove nothing")
+	}
+	hc := e.browser(t)
+	for _, name := range []string{e.key.Name, s.Name} {
+		resp, body := e.do(t, hc, http.MethodGet, "/api/sessions/default/"+name, "")
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("get %s: %s %s", name, resp.Status, body)
+		}
+		var got v1alpha1.AgentSession
+		if err := json.Unmarshal([]byte(body), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Name != name || got.UID == "" || got.Kind != "AgentSession" || got.APIVersion != "agent-operator.dev/v1alpha1" ||
+			got.ManagedFields != nil || strings.Contains(body, "managedFields") || strings.Contains(body, "hunter2") {
+			t.Errorf("get %s: %s", name, body)
+		}
+		if name == e.key.Name && (got.Status.Phase != v1alpha1.PhaseRunning || got.Status.Turns != 3 || got.Spec.Model.Name != "m-get") {
+			t.Errorf("get %s: status %+v spec %+v", name, got.Status, got.Spec)
+		}
+		if name == s.Name {
+			env := got.Spec.Workspace.Env
+			if len(env) != 2 || env[0].Value != redactedValue || env[1].ValueFrom == nil || env[1].ValueFrom.SecretKeyRef.Name != "keys" ||
+				got.Annotations["team"] != "a" || got.Annotations[lastAppliedAnnotation] != "" {
+				t.Errorf("get %s: env %+v, annotations %v", name, env, got.Annotations)
+			}
+		}
+	}
+	if resp, body := e.do(t, hc, http.MethodGet, "/api/sessions/default/nope", ""); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "not found") {
+		t.Errorf("get a missing session: %s %s", resp.Status, body)
+	}
+	if resp, _ := e.do(t, hc, http.MethodGet, "/api/sessions/default/Bad_Name", ""); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("get an invalid name: %s", resp.Status)
+	}
+
+	resp, body := e.do(t, hc, http.MethodGet, "/api/sessions/default/"+e.key.Name+"/diff", "")
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "has no recorded changes") {
+		t.Errorf("diff without a change: %s %s", resp.Status, body)
+	}
+	storeChanges(t, e.pub, "ui-get-gone")
+	resp, body = e.do(t, hc, http.MethodGet, "/api/sessions/default/ui-get-gone/diff", "")
+	if resp.StatusCode != http.StatusOK || body != storedPatch || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Errorf("diff of a recorded change: %s %q %q", resp.Status, resp.Header.Get("Content-Type"), body)
 	}
 }

@@ -3,6 +3,7 @@ package uistream
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -18,16 +19,16 @@ import (
 // NATS server, and rebuilds the message: the answers as text parts (the cut
 // attempt too, marked by a data-text-discarded part), every tool call as a
 // dynamic-tool part in its final state, the plan. It needs node and a
-// directory with ai@6 in node_modules, named by UISTREAM_AI_SDK (e.g. after
-// `npm install ai@6` there); without them it is skipped.
+// directory with ai@6 in node_modules: UISTREAM_AI_SDK, or else the console
+// frontend's web/console (after `make ui`); without them it is skipped.
 func TestAISDKReaderRebuildsTheSession(t *testing.T) {
-	dir := os.Getenv("UISTREAM_AI_SDK")
+	dir, why := aiSDKDir()
 	if dir == "" {
-		t.Skip("UISTREAM_AI_SDK is not set")
+		t.Skip(why)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("no node")
+		t.Skip("node is not on PATH: the AI SDK reader test needs Node.js")
 	}
 	script, err := filepath.Abs(filepath.Join("testdata", "read.mjs"))
 	if err != nil {
@@ -35,15 +36,22 @@ func TestAISDKReaderRebuildsTheSession(t *testing.T) {
 	}
 	// node resolves "ai" from the script's directory upwards: run a copy
 	// placed in dir.
-	copyPath := filepath.Join(dir, "uistream-read-test.mjs")
 	b, err := os.ReadFile(script)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(copyPath, b, 0o644); err != nil {
+	f, err := os.CreateTemp(dir, "uistream-read-test-*.mjs")
+	if err != nil {
 		t.Fatal(err)
 	}
+	copyPath := f.Name()
 	t.Cleanup(func() { _ = os.Remove(copyPath) })
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	src, publish := journal(t)
 	evs := recordSession(t)
@@ -116,4 +124,32 @@ func TestAISDKReaderRebuildsTheSession(t *testing.T) {
 	if len(texts) != len(answers)+len(discarded) || len(discarded) == 0 {
 		t.Errorf("%d text parts (%d discarded), %d answers: %q", len(texts), len(discarded), len(answers), texts)
 	}
+}
+
+// consoleDir is the console frontend, whose node_modules has ai@6 after
+// `make ui`.
+var consoleDir = filepath.Join("..", "..", "web", "console")
+
+// aiSDKDir returns the directory whose node_modules has ai@6 to run the
+// reader from: UISTREAM_AI_SDK, or else consoleDir; or "" and why not.
+func aiSDKDir() (string, string) {
+	dir, from := os.Getenv("UISTREAM_AI_SDK"), "UISTREAM_AI_SDK"
+	if dir == "" {
+		dir, from = consoleDir, "web/console (UISTREAM_AI_SDK is not set)"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "node_modules", "ai", "package.json"))
+	if err != nil {
+		return "", fmt.Sprintf("no AI SDK in %s: %v; run `make ui` or set UISTREAM_AI_SDK to a directory with ai@6 in node_modules", from, err)
+	}
+	var pkg struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(b, &pkg); err != nil || !strings.HasPrefix(pkg.Version, "6.") {
+		return "", fmt.Sprintf("the AI SDK in %s is not ai@6 (version %q): the stream is AI SDK v6's", from, pkg.Version)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Sprintf("resolve %s: %v", dir, err)
+	}
+	return abs, ""
 }

@@ -38,7 +38,7 @@ export function SessionList({ namespace }: { namespace?: string }) {
             data-testid="namespace-filter"
             list="namespaces"
             value={filter}
-            placeholder="all namespaces"
+            placeholder="the kubeconfig's namespace"
             onChange={(e) => setFilter(e.target.value)}
           />
         </label>
@@ -101,7 +101,7 @@ export function SessionList({ namespace }: { namespace?: string }) {
                 <td className="num">{formatNumber(s.turns)}</td>
                 <td className="num">{formatNumber(s.tokens)}</td>
                 <td className="num">{str(s.cost) ?? ''}</td>
-                <td className="num">{age(s.createdAt, now) ?? str(s.age) ?? ''}</td>
+                <td className="num">{age(s.created, now) ?? ''}</td>
               </tr>
             );
           })}
@@ -121,8 +121,8 @@ export function SessionList({ namespace }: { namespace?: string }) {
 /** sortRows orders the newest first, then by namespace and name. */
 export function sortRows(rows: SessionSummary[]): SessionSummary[] {
   return [...rows].sort((a, b) => {
-    const ta = Date.parse(a.createdAt ?? '') || 0;
-    const tb = Date.parse(b.createdAt ?? '') || 0;
+    const ta = Date.parse(a.created ?? '') || 0;
+    const tb = Date.parse(b.created ?? '') || 0;
     if (ta !== tb) return tb - ta;
     return `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`);
   });

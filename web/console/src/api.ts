@@ -1,9 +1,16 @@
 // HTTP calls to the console server (kubectl agent ui). Every URL is relative
 // to the page, so the console works under any path prefix; the per-run token
 // travels in the HttpOnly cookie the server set on the first page load, and
-// mutating requests carry the CSRF value the server injected into the page.
+// mutating requests carry the CSRF value the server injected into the page
+// (double submit: the same value is in a cookie the page may read).
 
-/** One row of GET api/sessions. Every field may be missing. */
+/** The header of the CSRF value; the same string as csrfHeader in cmd/kubectl-agent/ui.go. */
+export const CSRF_HEADER = 'X-Agent-Console-CSRF';
+
+/** The cookie holding the CSRF value, suffixed with the console's port (cmd/kubectl-agent/ui.go, csrfCookie). */
+export const CSRF_COOKIE_PREFIX = 'agent_console_csrf_';
+
+/** One row of GET api/sessions (sessionItem in cmd/kubectl-agent/ui.go). Every field may be missing. */
 export interface SessionSummary {
   namespace?: string;
   name?: string;
@@ -11,10 +18,15 @@ export interface SessionSummary {
   model?: string;
   parent?: string;
   turns?: number;
+  toolCalls?: number;
   tokens?: number;
+  treeTokens?: number;
   cost?: string | number;
-  age?: string;
-  createdAt?: string;
+  treeCost?: string;
+  currency?: string;
+  /** RFC 3339 creation time. */
+  created?: string;
+  ageSeconds?: number;
 }
 
 /** A Kubernetes object as loosely typed JSON. */
@@ -45,10 +57,29 @@ export function sessionURL(ns: string, name: string, sub?: string): string {
   return sub ? `${base}/${sub}` : base;
 }
 
-/** csrfToken reads the value the server injects as <meta name="csrf-token">. */
+/**
+ * csrfToken reads the value the server injects as <meta name="csrf-token">,
+ * or else the agent_console_csrf_<port> cookie the server set with the token.
+ */
 export function csrfToken(doc: Document | undefined = globalThis.document): string | undefined {
   const v = doc?.querySelector('meta[name="csrf-token"]')?.getAttribute('content');
-  return v ? v : undefined;
+  if (v) return v;
+  return cookieValue(doc?.cookie, CSRF_COOKIE_PREFIX + (doc?.location?.port ?? ''));
+}
+
+/** cookieValue returns the value of cookie name in a document.cookie string. */
+export function cookieValue(cookies: string | undefined, name: string): string | undefined {
+  for (const part of (cookies ?? '').split(';')) {
+    const i = part.indexOf('=');
+    if (i < 0 || part.slice(0, i).trim() !== name) continue;
+    const v = part.slice(i + 1).trim();
+    try {
+      return decodeURIComponent(v) || undefined;
+    } catch {
+      return v || undefined;
+    }
+  }
+  return undefined;
 }
 
 async function failure(res: Response): Promise<HTTPError> {
@@ -92,11 +123,11 @@ export async function getDiff(ns: string, name: string, signal?: AbortSignal): P
 export async function act(ns: string, name: string, action: Action, message?: string): Promise<string> {
   const headers: Record<string, string> = {};
   const csrf = csrfToken();
-  if (csrf) headers['X-Console-CSRF'] = csrf;
+  if (csrf) headers[CSRF_HEADER] = csrf;
   let body: string | undefined;
   if (action === 'steer' || action === 'followup') {
     headers['Content-Type'] = 'application/json';
-    body = JSON.stringify({ message: message ?? '' });
+    body = JSON.stringify({ text: message ?? '' });
   }
   const res = await fetch(sessionURL(ns, name, action), {
     method: 'POST',
