@@ -43,8 +43,8 @@ func consoleScript(parent string) string {
       - name: wait
         arguments: {agent_id: %s-sub-1}
 `, parent)
-	for range 150 {
-		b.WriteString("  - toolCalls:\n      - name: shell\n        arguments: {command: \"sleep 2\"}\n")
+	for i := range 150 { // each command differs, or loop detection would warn about them
+		fmt.Fprintf(&b, "  - toolCalls:\n      - name: shell\n        arguments: {command: \"sleep 2; echo tick %d\"}\n", i)
 	}
 	b.WriteString(`  - text: "The browser never aborted me."
 agents:

@@ -60,8 +60,14 @@ try {
   step('open the parent session');
   await byTestId(`session-row-${parent}`).click();
   await byTestId('text-part').filter({ hasText: 'Looking at the repository.' }).first().waitFor();
-  const shell = byTestId('tool-shell').filter({ hasText: 'hello-console' }).first();
+  const shell = page
+    .locator('[data-testid="tool-shell"][data-state="output-available"]')
+    .filter({ hasText: 'hello-console' })
+    .first();
   await shell.waitFor();
+  if (!(await shell.evaluate((el) => el.open))) {
+    await shell.locator('summary').first().click(); // finished tool cards are collapsed
+  }
   await shell.locator('[data-testid="tool-output"]').filter({ hasText: 'hello-console' }).first().waitFor();
 
   step('open the child from the tree');
