@@ -24,6 +24,7 @@ const (
 	DataCompaction    = "data-compaction"
 	DataToolOutput    = "data-tool-output"
 	DataTextDiscarded = "data-text-discarded"
+	DataEvent         = "data-event"
 )
 
 // Tool names whose results are subagent facts.
@@ -125,6 +126,7 @@ func (c *Converter) Event(ev loop.Event) []Chunk {
 	case loop.EventToolCallStart:
 		out = c.openStep(out)
 		out = c.toolInput(out, d.CallID, d.ToolName, toolInput(d.Arguments))
+		out = append(out, eventChunk(ev))
 	case loop.EventToolCallOutputDelta:
 		if _, ok := c.tools[d.CallID]; ok && d.Delta != "" {
 			ch := dataChunk(DataToolOutput, "", toolOutputDelta{ToolCallID: d.CallID, Delta: d.Delta, Seq: ev.Seq})
@@ -133,6 +135,7 @@ func (c *Converter) Event(ev loop.Event) []Chunk {
 		}
 	case loop.EventToolCallEnd:
 		out = c.toolEnd(out, ev)
+		out = append(out, eventChunk(ev))
 	case loop.EventTurnLimit:
 		out = append(out, dataChunk(DataNotice, seqID("notice", ev.Seq),
 			noticeData{Kind: "turn-limit", Round: d.Round, TotalTurns: d.TotalTurns, Seq: ev.Seq, Time: ev.Time}))
@@ -368,6 +371,15 @@ func dataChunk(typ, id string, v any) Chunk {
 	return Chunk{Type: typ, ID: id, Data: mustJSON(v)}
 }
 
+// eventChunk is the transient data-event chunk that follows a tool call's
+// start and end: the journal position (seq) and publish time of what the
+// page just got, so a client can tell how far it has read and how late.
+func eventChunk(ev loop.Event) Chunk {
+	ch := dataChunk(DataEvent, "", eventData{Kind: string(ev.Kind), Seq: ev.Seq, Time: ev.Time})
+	ch.Transient = true
+	return ch
+}
+
 func seqID(prefix string, seq uint64) string { return prefix + "-" + strconv.FormatUint(seq, 10) }
 
 func orText(s, def string) string {
@@ -430,6 +442,11 @@ type (
 		ToolCallID string    `json:"toolCallId"`
 		Seq        uint64    `json:"seq"`
 		Time       time.Time `json:"time"`
+	}
+	eventData struct {
+		Kind string    `json:"kind"`
+		Seq  uint64    `json:"seq"`
+		Time time.Time `json:"time"`
 	}
 	discardedData struct {
 		TextID string `json:"textId"`

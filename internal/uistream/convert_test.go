@@ -105,9 +105,10 @@ func TestConverterMapsEvents(t *testing.T) {
 			e(loop.EventAssistantTextStart, loop.EventData{}),
 			e(loop.EventAssistantTextDelta, loop.EventData{Delta: "ok"}),
 		}, []string{"start uid-1", "start-step", "data-usage usage",
-			"tool-input-start c1 shell", `tool-input-available c1 shell {"command":"ls"}`, "data-tool-output transient",
-			`tool-output-available c1 "a\n"`,
-			"tool-input-start c2 read_file", `tool-input-available c2 read_file "not json"`, "tool-output-error c2 Error: no such file",
+			"tool-input-start c1 shell", `tool-input-available c1 shell {"command":"ls"}`, "data-event transient",
+			"data-tool-output transient", `tool-output-available c1 "a\n"`, "data-event transient",
+			"tool-input-start c2 read_file", `tool-input-available c2 read_file "not json"`, "data-event transient",
+			"tool-output-error c2 Error: no such file", "data-event transient",
 			"data-steering steering-8", "finish-step", "start-step", "text-start text-10", `text-delta text-10 "ok"`,
 			"text-end text-10", "finish-step", "finish stop"}},
 		{"stream cut mid-answer", []loop.Event{
@@ -131,7 +132,7 @@ func TestConverterMapsEvents(t *testing.T) {
 			e(loop.EventToolCallOutputDelta, loop.EventData{CallID: "c9", Delta: "x"}),
 			e(loop.EventToolCallEnd, loop.EventData{ToolName: "shell", CallID: "c9", IsError: true}),
 		}, []string{"start uid-1", "start-step", "tool-input-start c9 shell", "tool-input-available c9 shell {}",
-			"tool-output-error c9 the tool failed", "finish-step", "finish stop"}},
+			"tool-output-error c9 the tool failed", "data-event transient", "finish-step", "finish stop"}},
 		{"errors and the closing error", []loop.Event{
 			e(loop.EventAssistantTextStart, loop.EventData{}),
 			e(loop.EventAssistantTextDelta, loop.EventData{Delta: "a"}),

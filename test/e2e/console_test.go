@@ -88,6 +88,13 @@ var _ = Describe("console in a browser", Ordered, Label("console"), func() {
 		out, err := node.CombinedOutput()
 		GinkgoWriter.Printf("%s\n", out)
 		Expect(err).NotTo(HaveOccurred(), "the browser steps (screenshot of a failure: _output/console-failure.png)")
+		// Reported, never asserted (issue 23's target: p99 under 200 ms on the dev cluster).
+		for _, line := range strings.Split(string(out), "\n") {
+			if _, lat, ok := strings.Cut(line, "publish-to-page latency: "); ok {
+				AddReportEntry("console publish-to-page latency", lat)
+				benchRow("console: event publish to the page's next frame (live data parts)", lat, "p99 < 200ms")
+			}
+		}
 
 		// What the browser saw is what the cluster did.
 		final := waitForOutcome(ctx, s, 3*time.Minute)

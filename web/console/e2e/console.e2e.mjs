@@ -43,6 +43,10 @@ const browser = await chromium.launch({
   ],
 });
 const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+// The page records, per live data part, publish-to-next-frame latency (src/stream.ts).
+await page.addInitScript(() => {
+  window.__aoConsoleLatencies = [];
+});
 page.setDefaultTimeout(120_000);
 const pageErrors = [];
 page.on('pageerror', (err) => pageErrors.push(String(err)));
@@ -83,10 +87,18 @@ try {
   await byTestId('steering-message').filter({ hasText: steerText }).first().waitFor();
   await page.screenshot({ path: join(outDir, 'console-session.png'), fullPage: true });
 
+  step('collect 30 live latency samples (a tool call starts and ends about every 2 s)');
+  await page.waitForFunction(() => window.__aoConsoleLatencies.length >= 30, null, { timeout: 120_000 });
+
   step('abort');
   await byTestId('abort').click();
   await byTestId('phase').filter({ hasText: 'Aborted' }).first().waitFor();
   await page.screenshot({ path: join(outDir, 'console-aborted.png'), fullPage: true });
+
+  const lat = (await page.evaluate(() => window.__aoConsoleLatencies)).slice().sort((a, b) => a - b);
+  const pct = (p) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor((lat.length * p) / 100))] : NaN);
+  // test/e2e/console_test.go reports this line.
+  console.log(`console e2e: publish-to-page latency: n=${lat.length} p50=${pct(50)}ms p99=${pct(99)}ms max=${lat.length ? lat[lat.length - 1] : NaN}ms`);
 
   if (pageErrors.length > 0) {
     throw new Error(`the page threw: ${pageErrors.join('; ')}`);

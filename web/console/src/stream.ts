@@ -54,6 +54,7 @@ export async function consumeSessionStream(
 ): Promise<StreamResult> {
   let finished = false;
   let errors = 0;
+  const opened = Date.now();
   const chunks = parseChunks(body).pipeThrough(
     new TransformStream<ParsedChunk, UIMessageChunk>({
       transform(parsed, controller) {
@@ -78,6 +79,7 @@ export async function consumeSessionStream(
             if (chunk.type.startsWith('data-') && 'transient' in chunk && chunk.transient) {
               cb.onTransient?.({ type: chunk.type, id: chunk.id, data: chunk.data });
             }
+            if (chunk.type.startsWith('data-') && 'data' in chunk) measureLatency(chunk.data, opened);
         }
         controller.enqueue(chunk);
       },
@@ -121,4 +123,24 @@ export async function openSessionStream(
 function describe(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
+}
+
+/**
+ * measureLatency records, when the browser e2e asks for it (it sets
+ * window.__aoConsoleLatencies to an array before the page loads), how long
+ * after its event was published a data part reached the page's next frame:
+ * Date.now() at that frame minus the event's time, for events published
+ * after this stream was opened (replayed ones measure the replay, not the
+ * path). The clocks are the same machine's in the e2e.
+ */
+function measureLatency(data: unknown, opened: number): void {
+  const sink = (globalThis as { __aoConsoleLatencies?: number[] }).__aoConsoleLatencies;
+  if (!Array.isArray(sink) || typeof data !== 'object' || data === null) return;
+  const time = (data as { time?: unknown }).time;
+  if (typeof time !== 'string') return;
+  const published = Date.parse(time);
+  if (Number.isNaN(published) || published < opened) return;
+  const record = () => sink.push(Date.now() - published);
+  if (typeof requestAnimationFrame === 'function') requestAnimationFrame(record);
+  else record();
 }
