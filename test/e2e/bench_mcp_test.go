@@ -49,8 +49,12 @@ var _ = Describe("MCP tool call overhead", Label("bench"), func() {
 
 		connect := func(s mcp.Server) tool.Executor {
 			GinkgoHelper()
-			c, err := mcp.Connect(ctx, s)
-			Expect(err).NotTo(HaveOccurred(), "connect %s", s.Name)
+			// The Service's rules reach the node a moment after its pod is ready.
+			var c *mcp.Conn
+			Eventually(func(ctx context.Context) (err error) {
+				c, err = mcp.Connect(ctx, s)
+				return err
+			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed(), "connect %s", s.Name)
 			DeferCleanup(c.Close)
 			name := mcp.ToolName(s.Name, "echo")
 			for _, t := range c.Tools() {
