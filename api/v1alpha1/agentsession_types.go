@@ -574,8 +574,9 @@ type MCPServer struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// url is a remote server's streamable HTTP endpoint (http or https). Exactly one of url
-	// and command is set.
+	// url is a remote server's streamable HTTP endpoint (http or https); a server that refuses
+	// streamable HTTP is tried as a 2024-11-05 HTTP+SSE server at the same URL. Exactly one of
+	// url and command is set.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="spec.tools.mcpServers[].url must be an http or https URL"

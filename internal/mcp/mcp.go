@@ -79,6 +79,11 @@ type Conn struct {
 
 	// listen is a remote server's notification session (listen.go).
 	listen *listener
+	// sse: the server speaks the 2024-11-05 HTTP+SSE transport; its one
+	// event stream carries notifications (and its end ends the session).
+	// endStream ends that stream.
+	sse       bool
+	endStream context.CancelFunc
 }
 
 // Connect opens a session with s over streamable HTTP, lists its tools
@@ -99,13 +104,14 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 		timeout = DefaultTimeout
 	}
 	c := &Conn{server: s, timeout: timeout}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var opts *sdk.ClientOptions
-	if s.Start != nil { // a stdio server's notifications come on its stream
-		opts = &sdk.ClientOptions{ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.noteListChanged() }}
-	}
-	client := sdk.NewClient(clientImpl, opts)
+	// A stdio server's notifications come on its stream, as do those of a
+	// server reached over the 2024 HTTP+SSE transport.
+	client := sdk.NewClient(clientImpl, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.noteListChanged() },
+	})
 	httpClient := &http.Client{Transport: headerTransport{headers: s.Headers, base: guardedTransport()}}
 	var transport sdk.Transport = &sdk.StreamableClientTransport{
 		Endpoint:   s.URL,
@@ -127,6 +133,26 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 		transport = &sdk.IOTransport{Reader: c.stdio, Writer: c.stdio}
 	}
 	session, err := client.Connect(ctx, transport, nil)
+	if err != nil && c.stdio == nil && ctx.Err() == nil {
+		// The MCP spec's backwards compatibility: a server of the 2024-11-05
+		// HTTP+SSE transport refuses the streamable POST; try it that way.
+		// Its event stream lives on the context it is opened with: the
+		// caller's, cut by Close, not the connect timeout's.
+		streamCtx, endStream := context.WithCancel(parent)
+		connecting := context.AfterFunc(ctx, endStream) // the timeout still bounds connecting
+		old, oldErr := client.Connect(streamCtx, &sdk.SSEClientTransport{Endpoint: s.URL, HTTPClient: httpClient}, nil)
+		if connecting() && oldErr == nil {
+			session, err = old, nil
+			c.sse, c.endStream = true, endStream
+		} else {
+			endStream()
+			if oldErr == nil {
+				_ = old.Close()
+				oldErr = ctx.Err()
+			}
+			err = fmt.Errorf("%w (nor as an HTTP+SSE server: %v)", err, oldErr)
+		}
+	}
 	if err != nil {
 		if c.stdio != nil {
 			_ = c.stdio.Close()
@@ -135,7 +161,7 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 		return nil, fmt.Errorf("connect to mcp server %s %s: %w", s.Name, where, describe(ctx, err, timeout))
 	}
 	c.session = session
-	if c.stdio == nil {
+	if c.stdio == nil && !c.sse {
 		c.listen = startListener(ctx, c, httpClient) // before listing: no change is missed
 	}
 	if _, err := c.list(ctx); err != nil {
@@ -280,7 +306,11 @@ func (c *Conn) Close() error {
 	if c.listen != nil {
 		c.listen.stop()
 	}
-	if err := c.session.Close(); err != nil {
+	err := c.session.Close()
+	if c.endStream != nil {
+		c.endStream()
+	}
+	if err != nil {
 		return fmt.Errorf("close mcp server %s: %w", c.server.Name, err)
 	}
 	return nil

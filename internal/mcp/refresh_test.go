@@ -34,7 +34,11 @@ import (
 func changingServers(t *testing.T) map[string]mcp.Server {
 	t.Helper()
 	srv := mcptest.New(t, 0, mcptest.WithToolChanges())
-	servers := map[string]mcp.Server{"remote": {Name: "demo", URL: srv.URL, Timeout: 20 * time.Second}}
+	old := mcptest.New(t, 0, mcptest.WithToolChanges(), mcptest.WithSSEOnly())
+	servers := map[string]mcp.Server{
+		"remote":                {Name: "demo", URL: srv.URL, Timeout: 20 * time.Second},
+		"remote, 2024 HTTP+SSE": {Name: "demo", URL: old.URL, Timeout: 20 * time.Second},
+	}
 	for name, start := range starters(t, "-tool-changes") {
 		servers["stdio, "+name] = mcp.Server{Name: "demo", Start: start, Command: []string{"mcpserver", "-stdio", "-tool-changes"},
 			Timeout: 20 * time.Second}

@@ -53,6 +53,7 @@ type Server struct {
 	headers []http.Header
 	release chan struct{}
 	once    sync.Once
+	sseOnly bool
 }
 
 // Option configures New.
@@ -61,6 +62,14 @@ type Option func(*Server, *sdk.Server)
 // WithToolChanges adds the tools of AddToolChanges (Server.Changes).
 func WithToolChanges() Option {
 	return func(s *Server, srv *sdk.Server) { s.Changes = AddToolChanges(srv) }
+}
+
+// WithSSEOnly serves the 2024-11-05 HTTP+SSE transport (the SDK's
+// SSEHandler: a GET opens the event stream, messages are POSTed to the
+// endpoint it names) instead of streamable HTTP, which such a server
+// refuses.
+func WithSSEOnly() Option {
+	return func(s *Server, _ *sdk.Server) { s.sseOnly = true }
 }
 
 // New starts the server; it stops when the test ends. pageSize bounds the
@@ -72,7 +81,10 @@ func New(t *testing.T, pageSize int, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s, srv)
 	}
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	if s.sseOnly {
+		h = sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.headers = append(s.headers, r.Header.Clone())
