@@ -29,6 +29,11 @@ const DefaultTimeout = 30 * time.Second
 // (^[a-zA-Z0-9_-]{1,64}$ for OpenAI and Anthropic; Gemini allows 64 too).
 const MaxToolNameLen = 64
 
+// MaxListedTools bounds the tools read from one server's tools/list pages:
+// a server offering more (or paging forever) costs the shared manager no
+// more than this; the rest are left out with a warning.
+const MaxListedTools = 1000
+
 // Prefix starts the name of every MCP tool offered to the model.
 const Prefix = "mcp__"
 
@@ -189,6 +194,7 @@ func (c *Conn) list(ctx context.Context) (changed bool, err error) {
 	gen := c.notified
 	c.mu.Unlock()
 	var listed []*sdk.Tool
+	cut := false
 	for t, err := range c.session.Tools(ctx, nil) {
 		if err != nil {
 			if c.stdio != nil {
@@ -196,9 +202,16 @@ func (c *Conn) list(ctx context.Context) (changed bool, err error) {
 			}
 			return false, fmt.Errorf("list tools of mcp server %s: %w", c.server.Name, describe(ctx, err, c.timeout))
 		}
+		if len(listed) == MaxListedTools {
+			cut = true // no further page is asked for
+			break
+		}
 		listed = append(listed, t)
 	}
 	tools, warnings := c.offer(listed)
+	if cut {
+		warnings = append(warnings, fmt.Sprintf("mcp server %s offers more than %d tools: only its first %d are used", c.server.Name, MaxListedTools, MaxListedTools))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	changed = !sameTools(c.tools, tools)
