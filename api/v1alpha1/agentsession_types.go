@@ -944,11 +944,19 @@ type AgentSessionStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	MessagesDelivered []string `json:"messagesDelivered,omitempty"`
 
-	// children are the child sessions spawned by this session.
+	// children are the child sessions spawned by this session, in name order: at most 256
+	// (MaxListedChildren), every child that has not ended first, then the newest ended ones.
+	// childrenSummary counts them all and carries the tree figures of those left out.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
 	Children []ChildStatus `json:"children,omitempty"`
+	// childrenSummary counts the children by phase, listed in status.children or not, and
+	// sums the treeTokens and treeCost of the ones status.children leaves out. Unset without
+	// children.
+	// +optional
+	ChildrenSummary *ChildrenSummary `json:"childrenSummary,omitempty"`
 	// treeTokens is usage.total of this session plus the treeTokens of its children: what the
 	// whole tree of subagents below (and including) this session has used so far.
 	// +optional
@@ -1088,6 +1096,32 @@ type Usage struct {
 	// total is input + output.
 	// +optional
 	Total int64 `json:"total,omitempty"`
+}
+
+// MaxListedChildren bounds status.children: a session with more children
+// lists every child that has not ended and the newest ended ones, and counts
+// the rest in status.childrenSummary. It is spec.subagents.maxChildren's
+// maximum, so every live child is always listed.
+const MaxListedChildren = 256
+
+// ChildrenSummary counts a session's children.
+type ChildrenSummary struct {
+	// total is how many children the session has.
+	// +optional
+	Total int32 `json:"total,omitempty"`
+	// phases counts the children by phase; a child without a phase yet counts as Pending.
+	// +optional
+	Phases map[string]int32 `json:"phases,omitempty"`
+	// omitted is how many ended children status.children leaves out (the oldest first).
+	// +optional
+	Omitted int32 `json:"omitted,omitempty"`
+	// omittedTreeTokens is the sum of the treeTokens of the omitted children; status.treeTokens
+	// counts it.
+	// +optional
+	OmittedTreeTokens int64 `json:"omittedTreeTokens,omitempty"`
+	// omittedTreeCost is the sum of the treeCost of the omitted children; status.treeCost counts it.
+	// +optional
+	OmittedTreeCost string `json:"omittedTreeCost,omitempty"`
 }
 
 // ChildStatus summarises a child session.

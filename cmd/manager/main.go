@@ -21,9 +21,11 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -65,6 +67,8 @@ type options struct {
 	maxSessions int
 	// reconcilers is how many sessions the controller reconciles at once.
 	reconcilers int
+	// priorityQueue turns on controller-runtime's priority work queue.
+	priorityQueue bool
 	// natsAuth makes the embedded NATS server require credentials; credsAddr
 	// serves reader credentials (issue 16, see credentials.go), readerTTL
 	// bounds them.
@@ -121,6 +125,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.pullPol, "image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of workspace pods.")
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity.")
 	fs.IntVar(&o.maxSessions, "max-sessions-per-namespace", 0, "Concurrent top-level sessions per namespace; more wait Pending (QuotaExceeded). 0: unlimited. The namespace annotation agent-operator.dev/max-sessions can lower it.")
+	fs.BoolVar(&o.priorityQueue, "priority-queue", true, "Use controller-runtime's priority work queue: a newly created session is reconciled before the periodic requeues (quota polls) and the initial list of a restart.")
 	fs.IntVar(&o.reconcilers, "max-concurrent-reconciles", 4, "How many sessions the controller reconciles at once (each session by one worker at a time).")
 	fs.StringVar(&o.sessionClass, "session-class", "", "Handle only the AgentSessions labelled agent-operator.dev/class=VALUE; empty handles the unlabelled ones (the default install).")
 	fs.Func("watch-namespaces", "Comma-separated namespaces whose AgentSessions this install handles (default: all).", func(v string) error {
@@ -242,6 +247,7 @@ func run(ctx context.Context, o options) error {
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       o.leaderElectionID,
+		Controller:             config.Controller{UsePriorityQueue: ptr.To(o.priorityQueue)},
 		// Only the operator's pods (workspace and warm pool) are cached, not every pod of the cluster.
 		Cache: cacheOptions(o.watchNamespaces),
 		// Read only when a workspace pod is created: no cluster-wide informers for them.

@@ -41,7 +41,7 @@ func TestParseFlags(t *testing.T) {
 		{"the chart's arguments", []string{"--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
 			"--workspace-image=ws:1", "--executor-image=ex:1", "--image-pull-policy=Always", "--stream-name=AGENT_EVENTS",
 			"--stream-prefix=agents", "--stream-storage=file", "--stream-max-age=168h", "--stream-max-bytes=0", "--stream-replicas=1",
-			"--nats-store-dir=/var/lib/agent-operator/nats", "--nats-port=4222", "--max-concurrent-reconciles=4"}, "", func(t *testing.T, o options) {
+			"--nats-store-dir=/var/lib/agent-operator/nats", "--nats-port=4222", "--max-concurrent-reconciles=4", "--priority-queue=true"}, "", func(t *testing.T, o options) {
 			if o.reconcilers != 4 || !o.leaderElect || o.images.PullPolicy != corev1.PullAlways || o.stream.MaxAge.Hours() != 168 || o.natsHost != "127.0.0.1" {
 				t.Errorf("options = %+v", o)
 			}
@@ -87,6 +87,16 @@ func TestParseFlags(t *testing.T) {
 			}
 		}},
 		{"no reconcilers", []string{"--max-concurrent-reconciles=0"}, "--max-concurrent-reconciles 0", nil},
+		{"priority queue on by default", nil, "", func(t *testing.T, o options) {
+			if !o.priorityQueue {
+				t.Error("priorityQueue = false, want true by default")
+			}
+		}},
+		{"priority queue off", []string{"--priority-queue=false"}, "", func(t *testing.T, o options) {
+			if o.priorityQueue {
+				t.Error("priorityQueue = true after --priority-queue=false")
+			}
+		}},
 		{"unserved sessions reported after a minute by default", nil, "", func(t *testing.T, o options) {
 			if o.reportUnserved != time.Minute {
 				t.Errorf("reportUnserved = %s, want 1m", o.reportUnserved)

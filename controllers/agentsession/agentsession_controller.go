@@ -203,6 +203,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !s.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, s)
 	}
+	if s.Status.Phase == "" {
+		return r.firstStatus(ctx, s)
+	}
 	if !controllerutil.ContainsFinalizer(s, agentsv1.Finalizer) {
 		base := s.DeepCopy()
 		controllerutil.AddFinalizer(s, agentsv1.Finalizer)
@@ -219,7 +222,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obs.progress = r.progress(s.UID)
 	children, cerr := r.children(ctx, s)
 	err = errors.Join(err, cerr)
-	obs.children = children
+	obs.children, obs.childSummary = children.listed, children.summary
 	now := metav1.NewTime(r.Now())
 	s.Status = computeStatus(s, obs, now)
 	if err == nil {
@@ -252,6 +255,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	after, aerr := r.afterStatus(ctx, s, obs, now.Time)
 	return lowestResult(res, after), errors.Join(err, aerr)
+}
+
+// firstStatus is the first reconcile of a session: one status patch that
+// says it is Pending (computeStatus with nothing observed, the one place that
+// sets Pending) and nothing else: no finalizer, quota check, pod or
+// NetworkPolicy. The rest follows on the next reconcile, so a session created
+// behind a burst gets its first status after one API write of its own (see
+// "First status under a burst" in docs/design.md).
+func (r *Reconciler) firstStatus(ctx context.Context, s *agentsv1.AgentSession) (ctrl.Result, error) {
+	base := s.DeepCopy()
+	s.Status = computeStatus(s, observation{eventsPrefix: r.EventsPrefix, queued: true}, metav1.NewTime(r.Now()))
+	if err := r.Client.Status().Patch(ctx, s, lockedMergeFrom(base)); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{Requeue: true}, nil // a stale cache: read again
+		}
+		return ctrl.Result{}, fmt.Errorf("patch first status: %w", err)
+	}
+	r.recordTransition(base, s)
+	// The status update wakes the session again; this requeue is the safety net.
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
 // heldElsewhere reports whether another operator instance holds a live
@@ -359,7 +382,9 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 			return obs, ctrl.Result{}, nil // the parent creates its pod; its events wake us
 		}
 		if obs.quotaHeld, err = r.quotaHold(ctx, s); obs.quotaHeld != "" || err != nil {
-			return obs, ctrl.Result{RequeueAfter: quotaPoll}, err
+			// A poll, not news: low priority, so new sessions' first
+			// reconciles (Add events) go before a queue of held sessions.
+			return obs, ctrl.Result{RequeueAfter: quotaPoll, Priority: ptr.To(handler.LowPriority)}, err
 		}
 		obs.pod, err = r.createPod(ctx, s)
 		return obs, ctrl.Result{}, err
@@ -712,17 +737,66 @@ func sharedWorkspace(s *agentsv1.AgentSession) bool {
 	return owner != s.Name
 }
 
-// children lists the child sessions of s, in name order.
-func (r *Reconciler) children(ctx context.Context, s *agentsv1.AgentSession) ([]agentsv1.ChildStatus, error) {
+// children lists the child sessions of s (bounded, see boundChildren).
+func (r *Reconciler) children(ctx context.Context, s *agentsv1.AgentSession) (childList, error) {
 	var list agentsv1.AgentSessionList
 	if err := r.Client.List(ctx, &list, client.InNamespace(s.Namespace),
-		client.MatchingLabels{agentsv1.LabelParentUID: string(s.UID)}); err != nil {
-		return nil, fmt.Errorf("list children: %w", err)
+		client.MatchingLabels{agentsv1.LabelParentUID: string(s.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+		return childList{}, fmt.Errorf("list children: %w", err)
 	}
-	out := make([]agentsv1.ChildStatus, 0, len(list.Items))
-	for _, c := range list.Items {
+	return boundChildren(list.Items, agentsv1.MaxListedChildren), nil
+}
+
+// childList is status.children and status.childrenSummary.
+type childList struct {
+	listed  []agentsv1.ChildStatus
+	summary *agentsv1.ChildrenSummary
+}
+
+// boundChildren returns at most max children in name order: every child
+// that has not ended, then the newest ended ones; the summary counts them
+// all by phase and sums the tree figures of the ones left out. all is only
+// read (it may be the cache's own objects).
+func boundChildren(all []agentsv1.AgentSession, max int) childList {
+	if len(all) == 0 {
+		return childList{}
+	}
+	sum := &agentsv1.ChildrenSummary{Total: int32(len(all)), Phases: map[string]int32{}}
+	order := make([]*agentsv1.AgentSession, 0, len(all))
+	for i := range all {
+		c := &all[i]
+		ph := c.Status.Phase
+		if ph == "" {
+			ph = agentsv1.PhasePending
+		}
+		sum.Phases[string(ph)]++
+		order = append(order, c)
+	}
+	// Live children first, then the ended ones newest first.
+	slices.SortStableFunc(order, func(a, b *agentsv1.AgentSession) int {
+		if fa, fb := a.Status.Phase.IsFinal(), b.Status.Phase.IsFinal(); fa != fb {
+			if fa {
+				return 1
+			}
+			return -1
+		}
+		if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	keep := min(len(order), max)
+	out := make([]agentsv1.ChildStatus, 0, keep)
+	for _, c := range order[:keep] {
 		out = append(out, agentsv1.ChildStatus{Name: c.Name, Phase: c.Status.Phase, TreeTokens: c.Status.TreeTokens, TreeCost: c.Status.TreeCost})
 	}
+	omitted := make([]agentsv1.ChildStatus, 0, len(order)-keep)
+	for _, c := range order[keep:] {
+		sum.Omitted++
+		sum.OmittedTreeTokens += c.Status.TreeTokens
+		omitted = append(omitted, agentsv1.ChildStatus{TreeCost: c.Status.TreeCost})
+	}
+	sum.OmittedTreeCost = treeCost("", omitted)
 	slices.SortFunc(out, func(a, b agentsv1.ChildStatus) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return childList{listed: out, summary: sum}
 }

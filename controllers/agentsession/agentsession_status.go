@@ -43,11 +43,20 @@ type observation struct {
 	releasing bool
 	// eventsPrefix is the first subject token of the events stream.
 	eventsPrefix string
-	// children are the child sessions.
+	// children are the child sessions listed in status (bounded).
 	children []agentsv1.ChildStatus
+	// childSummary counts all children; nil without children.
+	childSummary *agentsv1.ChildrenSummary
+	// queued is set on a session's first reconcile, which writes only its
+	// first status (Pending) and leaves everything else to the next one.
+	queued bool
 	// quotaHeld says why the namespace's session quota holds the session back, or is empty.
 	quotaHeld string
 }
+
+// QueuedMessage is the Ready condition's message of a session whose first
+// reconcile only recorded it (its workspace and quota come next).
+const QueuedMessage = "accepted; waiting for its workspace (quota check, pod and network policy come next)"
 
 // computeStatus returns the new status of s from what was observed. It is a
 // pure function (now is passed in) so the decisions are table-tested.
@@ -65,11 +74,17 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 	if len(st.Children) == 0 {
 		st.Children = nil
 	}
+	st.ChildrenSummary = obs.childSummary
 	st.TreeTokens = st.Usage.Total
 	for _, c := range st.Children {
 		st.TreeTokens += c.TreeTokens
 	}
-	st.TreeCost = treeCost(st.Cost, st.Children)
+	tree := st.Children
+	if sum := st.ChildrenSummary; sum != nil && sum.Omitted > 0 {
+		st.TreeTokens += sum.OmittedTreeTokens
+		tree = append(slices.Clone(tree), agentsv1.ChildStatus{TreeCost: sum.OmittedTreeCost})
+	}
+	st.TreeCost = treeCost(st.Cost, tree)
 	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1.ConditionWorkspaceReady); c != nil &&
 		(c.Reason == agentsv1.ReasonWorkspaceLost || c.Reason == agentsv1.ReasonWorkspaceOOMKilled || c.Reason == agentsv1.ReasonWorkspaceInitFailed) && s.Status.Phase.IsFinal() {
 		obs.lost = c.Reason // keep saying why the session failed
@@ -243,6 +258,8 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 		return "", "", ""
 	case obs.quotaHeld != "":
 		return agentsv1.PhasePending, agentsv1.ReasonQuotaExceeded, obs.quotaHeld
+	case obs.queued:
+		return agentsv1.PhasePending, agentsv1.ReasonPending, QueuedMessage
 	case obs.pod == nil:
 		return agentsv1.PhasePending, agentsv1.ReasonPending, ""
 	case !podReady(obs.pod):

@@ -51,7 +51,9 @@ func (r *Reconciler) quotaHold(ctx context.Context, s *agentsv1.AgentSession) (s
 		return "", nil
 	}
 	var list agentsv1.AgentSessionList
-	if err := r.Client.List(ctx, &list, client.InNamespace(s.Namespace)); err != nil {
+	// Read only: the cache's objects themselves, not a deep copy of every
+	// session of the namespace per held session and poll.
+	if err := r.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return "", fmt.Errorf("list sessions for the quota: %w", err)
 	}
 	n := sessionsAhead(s, list.Items)

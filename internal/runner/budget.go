@@ -35,7 +35,19 @@ func treeFigures(s *agentsv1.AgentSession) map[string]budget.Spend {
 		cost, _ := pricing.ParseAmount(c.TreeCost)
 		kids[ledgerID(s.Namespace, c.Name)] = budget.Spend{Tokens: c.TreeTokens, Cost: cost}
 	}
+	if sum := s.Status.ChildrenSummary; sum != nil && sum.Omitted > 0 {
+		// The ended children status.children leaves out, as one figure under
+		// a key no session can have ('#' is not allowed in a name).
+		cost, _ := pricing.ParseAmount(sum.OmittedTreeCost)
+		kids[omittedChildrenID(s.Namespace, s.Name)] = budget.Spend{Tokens: sum.OmittedTreeTokens, Cost: cost}
+	}
 	return kids
+}
+
+// omittedChildrenID is the ledger entry of the children of namespace/name
+// that status.children leaves out (status.childrenSummary).
+func omittedChildrenID(namespace, name string) string {
+	return ledgerID(namespace, name) + "#omitted-children"
 }
 
 // checkPriced fails a session that has a cost budget for a model the price
