@@ -254,3 +254,59 @@ func TestLiveStreamKeepsAlive(t *testing.T) {
 		t.Fatal("no keep-alive")
 	}
 }
+
+// The adversary's pass: a hostile model and workload choose tool arguments
+// and output. Frame breaks, a forged [DONE], terminal escapes, U+2028 and a
+// 2 MiB output stay inside their chunk's JSON: every frame is one "data:"
+// line of valid JSON, the only [DONE] is the last frame, and the output
+// arrives whole.
+func TestHostileToolBytesStayInsideTheirChunk(t *testing.T) {
+	src, publish := journal(t)
+	hostile := "x\n\ndata: [DONE]\n\nevent: error\r\n\x1b[2J\x1b]0;owned\x07\u2028\u2029\x00"
+	output := hostile + strings.Repeat("y", 2<<20)
+	args, err := json.Marshal(map[string]string{"command": hostile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := []loop.Event{
+		e(loop.EventSessionStart, loop.EventData{State: "IDLE"}),
+		e(loop.EventToolCallStart, loop.EventData{ToolName: "shell", CallID: "c1", Arguments: args}),
+		e(loop.EventToolCallEnd, loop.EventData{ToolName: "shell", CallID: "c1", Output: output}),
+		e(loop.EventSessionEnd, loop.EventData{State: "IDLE"}),
+	}
+	for i := range evs {
+		evs[i].Seq, evs[i].SessionID, evs[i].Time = uint64(i+1), testRef.UID, time.Now()
+	}
+	publish(evs)
+	srv := httptest.NewServer(Stream{Source: src, Session: testRef})
+	defer srv.Close()
+	_, ch := get(t, t.Context(), srv.URL)
+	got := collect(t, ch)
+	if len(got) == 0 || got[len(got)-1] != "data: [DONE]" {
+		t.Fatalf("the stream does not end with its own [DONE]: %d frames", len(got))
+	}
+	var outputs []string
+	for i, f := range got[:len(got)-1] {
+		if strings.Contains(f, "\n") || !strings.HasPrefix(f, "data: {") {
+			t.Fatalf("frame %d is not one data line of JSON: %.120q", i, f)
+		}
+		var c struct {
+			Type   string          `json:"type"`
+			Input  json.RawMessage `json:"input"`
+			Output json.RawMessage `json:"output"`
+		}
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(f, "data: ")), &c); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if c.Type == TypeToolOutputAvailable {
+			var s string
+			if err := json.Unmarshal(c.Output, &s); err != nil {
+				t.Fatalf("tool output is not a JSON string: %v", err)
+			}
+			outputs = append(outputs, s)
+		}
+	}
+	if len(outputs) != 1 || outputs[0] != output {
+		t.Errorf("got %d tool outputs; the hostile output arrived whole: %v", len(outputs), len(outputs) == 1 && outputs[0] == output)
+	}
+}
