@@ -103,12 +103,7 @@ func TestExtraToolSourceChangesBetweenTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := record(sess)
-	if err := sess.Submit(t.Context(), "go"); err != nil {
-		t.Fatal(err)
-	}
-	_ = sess.Close()
-	evs := rec.All(t)
+	evs := submitAndClose(t, sess, "go")
 
 	reqs := spy.requests()
 	if len(reqs) != 4 {
@@ -177,12 +172,7 @@ func TestExtraToolSourceNameClash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := record(sess)
-	if err := sess.Submit(t.Context(), "go"); err != nil {
-		t.Fatal(err)
-	}
-	_ = sess.Close()
-	w := ofKind(rec.All(t), loop.EventWarning)
+	w := ofKind(submitAndClose(t, sess, "go"), loop.EventWarning)
 	if len(w) != 1 || !strings.Contains(w[0].Data.Message, "S now offers 1 tools") ||
 		!strings.Contains(w[0].Data.Message, "todo (another tool of the session has this name)") ||
 		!strings.Contains(w[0].Data.Message, "other (another tool of the session has this name)") {
@@ -222,12 +212,7 @@ func TestExtraToolSourceWithToolSearch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := record(sess)
-	if err := sess.Submit(t.Context(), "go"); err != nil {
-		t.Fatal(err)
-	}
-	_ = sess.Close()
-	evs := rec.All(t)
+	evs := submitAndClose(t, sess, "go")
 	reqs := spy.requests()
 	if len(reqs) != 6 {
 		t.Fatalf("%d requests, want 6", len(reqs))
@@ -257,4 +242,16 @@ func TestExtraToolSourceWithToolSearch(t *testing.T) {
 	if !slices.Equal(deferred, []string{"src_a", "src_c", "src_d"}) || !slices.Equal(loaded, []string{"src_a", "src_d"}) {
 		t.Errorf("deferred %v, loaded %v", deferred, loaded)
 	}
+}
+
+// submitAndClose submits input to sess, closes it and returns every event
+// it emitted.
+func submitAndClose(t *testing.T, sess *loop.Session, input string) []loop.Event {
+	t.Helper()
+	rec := record(sess)
+	if err := sess.Submit(t.Context(), input); err != nil {
+		t.Fatal(err)
+	}
+	_ = sess.Close()
+	return rec.All(t)
 }
