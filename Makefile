@@ -53,7 +53,7 @@ demo-clean: ## Remove what `make demo` installed (sample sessions, the agent-ope
 	@KUBECONFIG="$(LOCAL_KUBECONFIG)" hack/demo.sh clean
 
 .PHONY: bench
-bench: ## Benchmarks side by side on one cluster, printed as one table (hack/bench.sh; KUBECONFIG or the local cluster).
+bench: ## Benchmarks and the load spec on one cluster: one table of figure, result, target, previous (hack/bench-previous.tsv); BENCH_FANOUT=100,1000 (hack/bench.sh; KUBECONFIG or the local cluster).
 	@hack/bench.sh
 
 ##@ Checks
