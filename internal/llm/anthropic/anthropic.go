@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -280,7 +281,9 @@ func toolInput(raw json.RawMessage) json.RawMessage {
 	return append(json.RawMessage(nil), raw...)
 }
 
-// params builds the SDK request for req.
+// params builds the SDK request for req: system blocks, messages, tools,
+// thinking and tool choice, with prompt-caching breakpoints unless the
+// options disable them.
 func (c *Client) params(req *llm.Request) (sdk.MessageNewParams, []option.RequestOption, error) {
 	var opts Options
 	if raw := req.ProviderOptions[ProviderName]; len(raw) > 0 {
@@ -288,10 +291,7 @@ func (c *Client) params(req *llm.Request) (sdk.MessageNewParams, []option.Reques
 			return sdk.MessageNewParams{}, nil, invalid("providerOptions.anthropic: %v", err)
 		}
 	}
-	model := req.Model
-	if model == "" {
-		model = c.cfg.Model
-	}
+	model := cmp.Or(req.Model, c.cfg.Model)
 	if model == "" {
 		return sdk.MessageNewParams{}, nil, invalid("no model given")
 	}
@@ -300,10 +300,45 @@ func (c *Client) params(req *llm.Request) (sdk.MessageNewParams, []option.Reques
 		maxTokens = int64(c.cfg.MaxOutputTokens)
 	}
 	p := sdk.MessageNewParams{Model: sdk.Model(model), MaxTokens: maxTokens}
+	// Prompt caching: at most three breakpoints (the API allows four) on
+	// the stable prefix — the last tool, the last system block and the last
+	// cacheable block of the conversation — so the next request, which
+	// extends this one, reads all of it from the cache.
+	cache := !opts.DisableCache
+	system, rest := splitSystem(req.Messages, cache)
+	p.System = system
+	msgs, err := convertMessages(rest)
+	if err != nil {
+		return sdk.MessageNewParams{}, nil, err
+	}
+	if cache && len(msgs) > 0 {
+		cacheLastBlock(&msgs[len(msgs)-1])
+	}
+	p.Messages = msgs
+	if p.Tools, err = toolParams(req, cache); err != nil {
+		return sdk.MessageNewParams{}, nil, err
+	}
+	thinking, err := thinkingConfig(req.ReasoningEffort, &p.MaxTokens)
+	if err != nil {
+		return sdk.MessageNewParams{}, nil, err
+	}
+	p.Thinking = thinking
+	if len(req.Tools) > 0 {
+		p.ToolChoice = toolChoice(req, thinking.OfAdaptive != nil || thinking.OfEnabled != nil)
+	}
+	var ropts []option.RequestOption
+	if len(opts.BetaHeaders) > 0 {
+		ropts = append(ropts, option.WithHeader("anthropic-beta", strings.Join(opts.BetaHeaders, ",")))
+	}
+	return p, ropts, nil
+}
 
+// splitSystem returns the system text blocks (the last one a cache
+// breakpoint when cache is set) and the other messages.
+func splitSystem(msgs []llm.Message, cache bool) ([]sdk.TextBlockParam, []llm.Message) {
 	var system []sdk.TextBlockParam
 	var rest []llm.Message
-	for _, m := range req.Messages {
+	for _, m := range msgs {
 		if m.Role == llm.RoleSystem {
 			if t := m.Text(); t != "" {
 				system = append(system, sdk.TextBlockParam{Text: t})
@@ -312,46 +347,34 @@ func (c *Client) params(req *llm.Request) (sdk.MessageNewParams, []option.Reques
 		}
 		rest = append(rest, m)
 	}
-	// Prompt caching: at most three breakpoints (the API allows four) on
-	// the stable prefix — the last tool, the last system block and the last
-	// cacheable block of the conversation — so the next request, which
-	// extends this one, reads all of it from the cache.
-	cache := !opts.DisableCache
 	if cache && len(system) > 0 {
 		system[len(system)-1].CacheControl = sdk.NewCacheControlEphemeralParam()
 	}
-	p.System = system
+	return system, rest
+}
 
-	msgs, err := convertMessages(rest)
-	if err != nil {
-		return sdk.MessageNewParams{}, nil, err
-	}
-	if cache && len(msgs) > 0 {
-		last := &msgs[len(msgs)-1]
-		for i := len(last.Content) - 1; i >= 0; i-- {
-			if setCache(&last.Content[i]) {
-				break
-			}
+// cacheLastBlock sets a cache breakpoint on the last cacheable block of m.
+func cacheLastBlock(m *sdk.MessageParam) {
+	for i := len(m.Content) - 1; i >= 0; i-- {
+		if setCache(&m.Content[i]) {
+			return
 		}
 	}
-	p.Messages = msgs
+}
 
-	if ws := req.WebSearch; ws != nil {
-		if len(ws.AllowedDomains) > 0 && len(ws.BlockedDomains) > 0 {
-			return sdk.MessageNewParams{}, nil, invalid("web search: allowed and blocked domains cannot both be set")
-		}
-		if ws.MaxUses < 0 {
-			return sdk.MessageNewParams{}, nil, invalid("web search: max uses %d: must not be negative", ws.MaxUses)
-		}
-		tool := &sdk.WebSearchTool20250305Param{AllowedDomains: ws.AllowedDomains, BlockedDomains: ws.BlockedDomains}
-		if ws.MaxUses > 0 {
-			tool.MaxUses = param.NewOpt(int64(ws.MaxUses))
+// toolParams maps the web search tool (first, so the breakpoint on the last
+// function tool covers it) and the function tools.
+func toolParams(req *llm.Request, cache bool) ([]sdk.ToolUnionParam, error) {
+	var out []sdk.ToolUnionParam
+	if req.WebSearch != nil {
+		ws, err := webSearchTool(req.WebSearch)
+		if err != nil {
+			return nil, err
 		}
 		if cache && len(req.Tools) == 0 {
-			tool.CacheControl = sdk.NewCacheControlEphemeralParam()
+			ws.CacheControl = sdk.NewCacheControlEphemeralParam()
 		}
-		// First, so the cache breakpoint on the last function tool covers it.
-		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfWebSearchTool20250305: tool})
+		out = append(out, sdk.ToolUnionParam{OfWebSearchTool20250305: ws})
 	}
 	for i, t := range req.Tools {
 		schema := t.Parameters
@@ -365,51 +388,60 @@ func (c *Client) params(req *llm.Request) (sdk.MessageNewParams, []option.Reques
 		if cache && i == len(req.Tools)-1 {
 			tool.CacheControl = sdk.NewCacheControlEphemeralParam()
 		}
-		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: tool})
+		out = append(out, sdk.ToolUnionParam{OfTool: tool})
 	}
+	return out, nil
+}
 
-	thinking := false
-	switch effort := strings.ToLower(req.ReasoningEffort); effort {
+// webSearchTool maps the web search options to the web_search tool.
+func webSearchTool(ws *llm.WebSearch) (*sdk.WebSearchTool20250305Param, error) {
+	if len(ws.AllowedDomains) > 0 && len(ws.BlockedDomains) > 0 {
+		return nil, invalid("web search: allowed and blocked domains cannot both be set")
+	}
+	if ws.MaxUses < 0 {
+		return nil, invalid("web search: max uses %d: must not be negative", ws.MaxUses)
+	}
+	tool := &sdk.WebSearchTool20250305Param{AllowedDomains: ws.AllowedDomains, BlockedDomains: ws.BlockedDomains}
+	if ws.MaxUses > 0 {
+		tool.MaxUses = param.NewOpt(int64(ws.MaxUses))
+	}
+	return tool, nil
+}
+
+// thinkingConfig maps the reasoning effort to a thinking config (zero for
+// none). A budget must be at least 1024 and below max_tokens, so a small
+// maxTokens is raised by 1024.
+func thinkingConfig(effort string, maxTokens *int64) (sdk.ThinkingConfigParamUnion, error) {
+	switch e := strings.ToLower(effort); e {
 	case "", "none":
+		return sdk.ThinkingConfigParamUnion{}, nil
 	case "adaptive":
-		p.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
-		thinking = true
+		return sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}, nil
 	default:
-		budget, ok := thinkingBudgets[effort]
+		budget, ok := thinkingBudgets[e]
 		if !ok {
-			return sdk.MessageNewParams{}, nil, invalid("reasoning effort %q: want one of none, minimal, low, medium, high, xhigh, max, adaptive", req.ReasoningEffort)
+			return sdk.ThinkingConfigParamUnion{}, invalid("reasoning effort %q: want one of none, minimal, low, medium, high, xhigh, max, adaptive", effort)
 		}
-		// budget_tokens must be ≥ 1024 and < max_tokens.
-		if p.MaxTokens <= 1024 {
-			p.MaxTokens += 1024
+		if *maxTokens <= 1024 {
+			*maxTokens += 1024
 		}
-		budget = min(budget, p.MaxTokens-1)
-		p.Thinking = sdk.ThinkingConfigParamUnion{OfEnabled: &sdk.ThinkingConfigEnabledParam{BudgetTokens: budget}}
-		thinking = true
+		budget = min(budget, *maxTokens-1)
+		return sdk.ThinkingConfigParamUnion{OfEnabled: &sdk.ThinkingConfigEnabledParam{BudgetTokens: budget}}, nil
 	}
+}
 
-	if len(req.Tools) > 0 {
-		parallel := req.ParallelToolCalls == nil || *req.ParallelToolCalls
-		switch req.ToolChoice {
-		case llm.ToolChoiceNone:
-			p.ToolChoice = sdk.ToolChoiceUnionParam{OfNone: &sdk.ToolChoiceNoneParam{}}
-		case llm.ToolChoiceRequired:
-			if thinking {
-				// Forced tool use is not allowed with extended thinking.
-				p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{DisableParallelToolUse: param.NewOpt(!parallel)}}
-			} else {
-				p.ToolChoice = sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{DisableParallelToolUse: param.NewOpt(!parallel)}}
-			}
-		default:
-			p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{DisableParallelToolUse: param.NewOpt(!parallel)}}
-		}
+// toolChoice maps the tool choice and parallel tool use. Forced tool use
+// is not allowed with extended thinking, so required becomes auto then.
+func toolChoice(req *llm.Request, thinking bool) sdk.ToolChoiceUnionParam {
+	serial := param.NewOpt(req.ParallelToolCalls != nil && !*req.ParallelToolCalls)
+	switch {
+	case req.ToolChoice == llm.ToolChoiceNone:
+		return sdk.ToolChoiceUnionParam{OfNone: &sdk.ToolChoiceNoneParam{}}
+	case req.ToolChoice == llm.ToolChoiceRequired && !thinking:
+		return sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{DisableParallelToolUse: serial}}
+	default:
+		return sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{DisableParallelToolUse: serial}}
 	}
-
-	var ropts []option.RequestOption
-	if len(opts.BetaHeaders) > 0 {
-		ropts = append(ropts, option.WithHeader("anthropic-beta", strings.Join(opts.BetaHeaders, ",")))
-	}
-	return p, ropts, nil
 }
 
 func setCache(b *sdk.ContentBlockParamUnion) bool {
@@ -429,109 +461,152 @@ func setCache(b *sdk.ContentBlockParamUnion) bool {
 	return true
 }
 
+// messageBuilder accumulates the messages of a conversation: tool results
+// and other user content wait for the next user message, results first.
+type messageBuilder struct {
+	out      []sdk.MessageParam
+	results  []sdk.ContentBlockParamUnion // tool_result blocks waiting for the user message
+	userRest []sdk.ContentBlockParamUnion
+	pending  []string // tool_use ids of the last assistant message not yet answered
+	answered map[string]bool
+}
+
 // convertMessages maps the conversation. Tool results (RoleTool messages,
 // or tool-result parts anywhere) are gathered into the next user message,
 // ahead of its other content; every tool_use of an assistant message that
 // has no result gets an error result so the API accepts the history.
 func convertMessages(msgs []llm.Message) ([]sdk.MessageParam, error) {
-	var out []sdk.MessageParam
-	var results []sdk.ContentBlockParamUnion // tool_result blocks waiting for the user message
-	var userRest []sdk.ContentBlockParamUnion
-	var pending []string // tool_use ids of the last assistant message not yet answered
-	answered := map[string]bool{}
-
-	flushUser := func() {
-		if len(results) == 0 && len(userRest) == 0 && len(pending) == 0 {
-			return
-		}
-		for _, id := range pending {
-			if !answered[id] {
-				results = append(results, sdk.ContentBlockParamUnion{OfToolResult: &sdk.ToolResultBlockParam{
-					ToolUseID: id, IsError: param.NewOpt(true),
-					Content: []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: "tool call was not executed"}}}}})
-			}
-		}
-		blocks := append(results, userRest...)
-		if len(blocks) > 0 {
-			out = append(out, sdk.MessageParam{Role: sdk.MessageParamRoleUser, Content: blocks})
-		}
-		results, userRest, pending = nil, nil, nil
-		answered = map[string]bool{}
-	}
-
+	b := &messageBuilder{answered: map[string]bool{}}
 	for _, m := range msgs {
 		switch m.Role {
 		case llm.RoleUser, llm.RoleTool:
-			for _, part := range m.Content {
-				switch part.Kind {
-				case llm.PartToolResult:
-					if part.ToolResult == nil {
-						continue
-					}
-					answered[part.ToolResult.CallID] = true
-					results = append(results, toolResultBlock(part.ToolResult))
-				case llm.PartText:
-					if part.Text != "" {
-						userRest = append(userRest, sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: part.Text}})
-					}
-				case llm.PartImage:
-					if part.Image != nil {
-						userRest = append(userRest, imageBlock(part.Image))
-					}
-				}
-			}
+			b.user(m)
 		case llm.RoleAssistant:
-			flushUser()
-			var blocks []sdk.ContentBlockParamUnion
-			for _, part := range m.Content {
-				switch part.Kind {
-				case llm.PartText:
-					if part.Text != "" {
-						blocks = append(blocks, sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: part.Text}})
-					}
-				case llm.PartReasoning:
-					if part.Provider != ProviderName || len(part.Raw) == 0 {
-						continue // another provider's reasoning cannot be replayed
-					}
-					b, err := rawThinking(part.Raw)
-					if err != nil {
-						return nil, err
-					}
-					blocks = append(blocks, b)
-				case llm.PartWebSearch:
-					if part.Provider != ProviderName || len(part.Raw) == 0 {
-						continue // another provider's search cannot be replayed
-					}
-					var raws []json.RawMessage
-					if err := json.Unmarshal(part.Raw, &raws); err != nil {
-						return nil, invalid("web search part: raw blocks: %v", err)
-					}
-					for _, r := range raws {
-						// Sent back verbatim, as the API requires.
-						blocks = append(blocks, param.Override[sdk.ContentBlockParamUnion](r))
-					}
-				case llm.PartToolCall:
-					if part.ToolCall == nil {
-						continue
-					}
-					var input any = map[string]any{}
-					if len(part.ToolCall.Arguments) > 0 && json.Valid(part.ToolCall.Arguments) {
-						input = json.RawMessage(part.ToolCall.Arguments)
-					}
-					blocks = append(blocks, sdk.ContentBlockParamUnion{OfToolUse: &sdk.ToolUseBlockParam{
-						ID: part.ToolCall.ID, Name: part.ToolCall.Name, Input: input}})
-					pending = append(pending, part.ToolCall.ID)
-				}
-			}
-			if len(blocks) > 0 {
-				out = append(out, sdk.MessageParam{Role: sdk.MessageParamRoleAssistant, Content: blocks})
-			} else {
-				pending = nil
+			b.flushUser()
+			if err := b.assistant(m); err != nil {
+				return nil, err
 			}
 		}
 	}
-	flushUser()
-	return out, nil
+	b.flushUser()
+	return b.out, nil
+}
+
+// flushUser writes the waiting user message, with an error result for
+// every unanswered tool_use.
+func (b *messageBuilder) flushUser() {
+	if len(b.results) == 0 && len(b.userRest) == 0 && len(b.pending) == 0 {
+		return
+	}
+	for _, id := range b.pending {
+		if !b.answered[id] {
+			b.results = append(b.results, sdk.ContentBlockParamUnion{OfToolResult: &sdk.ToolResultBlockParam{
+				ToolUseID: id, IsError: param.NewOpt(true),
+				Content: []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: "tool call was not executed"}}}}})
+		}
+	}
+	blocks := append(b.results, b.userRest...)
+	if len(blocks) > 0 {
+		b.out = append(b.out, sdk.MessageParam{Role: sdk.MessageParamRoleUser, Content: blocks})
+	}
+	b.results, b.userRest, b.pending = nil, nil, nil
+	b.answered = map[string]bool{}
+}
+
+// user gathers a user or tool message's blocks into the waiting message.
+func (b *messageBuilder) user(m llm.Message) {
+	for _, part := range m.Content {
+		switch part.Kind {
+		case llm.PartToolResult:
+			if part.ToolResult == nil {
+				continue
+			}
+			b.answered[part.ToolResult.CallID] = true
+			b.results = append(b.results, toolResultBlock(part.ToolResult))
+		case llm.PartText:
+			if part.Text != "" {
+				b.userRest = append(b.userRest, sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: part.Text}})
+			}
+		case llm.PartImage:
+			if part.Image != nil {
+				b.userRest = append(b.userRest, imageBlock(part.Image))
+			}
+		}
+	}
+}
+
+// assistant adds an assistant message; its tool_use ids become pending.
+func (b *messageBuilder) assistant(m llm.Message) error {
+	var blocks []sdk.ContentBlockParamUnion
+	for _, part := range m.Content {
+		bs, err := assistantBlocks(part)
+		if err != nil {
+			return err
+		}
+		blocks = append(blocks, bs...)
+		if part.Kind == llm.PartToolCall && part.ToolCall != nil {
+			b.pending = append(b.pending, part.ToolCall.ID)
+		}
+	}
+	if len(blocks) > 0 {
+		b.out = append(b.out, sdk.MessageParam{Role: sdk.MessageParamRoleAssistant, Content: blocks})
+	} else {
+		b.pending = nil
+	}
+	return nil
+}
+
+// assistantBlocks maps one assistant part. Reasoning and web searches are
+// replayed only from this provider's raw blocks.
+func assistantBlocks(part llm.ContentPart) ([]sdk.ContentBlockParamUnion, error) {
+	own := part.Provider == ProviderName && len(part.Raw) > 0
+	switch part.Kind {
+	case llm.PartText:
+		if part.Text != "" {
+			return []sdk.ContentBlockParamUnion{{OfText: &sdk.TextBlockParam{Text: part.Text}}}, nil
+		}
+	case llm.PartReasoning:
+		if own {
+			b, err := rawThinking(part.Raw)
+			if err != nil {
+				return nil, err
+			}
+			return []sdk.ContentBlockParamUnion{b}, nil
+		}
+	case llm.PartWebSearch:
+		if own {
+			return rawWebSearch(part.Raw)
+		}
+	case llm.PartToolCall:
+		if part.ToolCall != nil {
+			return []sdk.ContentBlockParamUnion{toolUseBlock(part.ToolCall)}, nil
+		}
+	}
+	return nil, nil
+}
+
+// rawWebSearch returns a web search part's raw blocks, sent back verbatim
+// as the API requires.
+func rawWebSearch(raw json.RawMessage) ([]sdk.ContentBlockParamUnion, error) {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
+		return nil, invalid("web search part: raw blocks: %v", err)
+	}
+	blocks := make([]sdk.ContentBlockParamUnion, 0, len(raws))
+	for _, r := range raws {
+		blocks = append(blocks, param.Override[sdk.ContentBlockParamUnion](r))
+	}
+	return blocks, nil
+}
+
+// toolUseBlock is the tool_use block of tc; arguments that are not JSON
+// become an empty object.
+func toolUseBlock(tc *llm.ToolCall) sdk.ContentBlockParamUnion {
+	var input any = map[string]any{}
+	if len(tc.Arguments) > 0 && json.Valid(tc.Arguments) {
+		input = json.RawMessage(tc.Arguments)
+	}
+	return sdk.ContentBlockParamUnion{OfToolUse: &sdk.ToolUseBlockParam{ID: tc.ID, Name: tc.Name, Input: input}}
 }
 
 func toolResultBlock(r *llm.ToolResult) sdk.ContentBlockParamUnion {

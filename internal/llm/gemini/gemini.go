@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -388,6 +389,8 @@ func (a *accumulator) response() (*llm.Response, error) {
 	return &resp, nil
 }
 
+// params builds the model, contents and generation config for req:
+// system instruction, tools, tool config, limits and thinking config.
 func (c *Client) params(req *llm.Request) (string, []*genai.Content, *genai.GenerateContentConfig, error) {
 	var opts Options
 	if raw := req.ProviderOptions[ProviderName]; len(raw) > 0 {
@@ -395,10 +398,7 @@ func (c *Client) params(req *llm.Request) (string, []*genai.Content, *genai.Gene
 			return "", nil, nil, invalid("providerOptions.gemini: %v", err)
 		}
 	}
-	model := req.Model
-	if model == "" {
-		model = c.cfg.Model
-	}
+	model := cmp.Or(req.Model, c.cfg.Model)
 	if model == "" {
 		return "", nil, nil, invalid("no model given")
 	}
@@ -411,64 +411,97 @@ func (c *Client) params(req *llm.Request) (string, []*genai.Content, *genai.Gene
 		config.SystemInstruction = &genai.Content{Parts: []*genai.Part{{Text: system}}}
 	}
 	if len(req.Tools) > 0 {
-		var decls []*genai.FunctionDeclaration
-		for _, t := range req.Tools {
-			var schema any = map[string]any{"type": "object", "properties": map[string]any{}}
-			if len(t.Parameters) > 0 {
-				if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-					return "", nil, nil, invalid("tool %s: parameters: %v", t.Name, err)
-				}
-			}
-			decls = append(decls, &genai.FunctionDeclaration{Name: t.Name, Description: t.Description, ParametersJsonSchema: schema})
+		decls, err := functionDeclarations(req.Tools)
+		if err != nil {
+			return "", nil, nil, err
 		}
 		config.Tools = []*genai.Tool{{FunctionDeclarations: decls}}
-		mode := genai.FunctionCallingConfigModeAuto
-		switch req.ToolChoice {
-		case llm.ToolChoiceNone:
-			mode = genai.FunctionCallingConfigModeNone
-		case llm.ToolChoiceRequired:
-			mode = genai.FunctionCallingConfigModeAny
-		}
-		if req.ToolChoice != "" {
-			config.ToolConfig = &genai.ToolConfig{FunctionCallingConfig: &genai.FunctionCallingConfig{Mode: mode}}
-		}
+		config.ToolConfig = toolConfig(req.ToolChoice)
 	}
-	if ws := req.WebSearch; ws != nil {
-		// The Gemini API's googleSearch tool has no use limit or domain
-		// filters (excludeDomains is Vertex AI only).
-		switch {
-		case ws.MaxUses > 0:
-			return "", nil, nil, invalid("web search: max uses is not an option of Gemini's Google Search grounding")
-		case len(ws.AllowedDomains) > 0 || len(ws.BlockedDomains) > 0:
-			return "", nil, nil, invalid("web search: allowed and blocked domains are not options of the Gemini API's Google Search grounding")
+	if req.WebSearch != nil {
+		tool, err := googleSearchTool(req.WebSearch)
+		if err != nil {
+			return "", nil, nil, err
 		}
-		config.Tools = append(config.Tools, &genai.Tool{GoogleSearch: &genai.GoogleSearch{}})
+		config.Tools = append(config.Tools, tool)
 	}
 	if req.MaxOutputTokens > 0 {
 		config.MaxOutputTokens = int32(req.MaxOutputTokens)
 	}
 	if effort := strings.ToLower(req.ReasoningEffort); effort != "" && effort != "none" {
-		useBudget := opts.Thinking == "budget" || (opts.Thinking == "" && usesBudget(model))
-		tc := &genai.ThinkingConfig{IncludeThoughts: true}
-		if useBudget {
-			b, ok := thinkingBudgets[effort]
-			if opts.ThinkingBudget != nil {
-				b, ok = *opts.ThinkingBudget, true
-			}
-			if !ok {
-				return "", nil, nil, invalid("reasoning effort %q: want minimal, low, medium or high", req.ReasoningEffort)
-			}
-			tc.ThinkingBudget = &b
-		} else {
-			l, ok := thinkingLevels[effort]
-			if !ok {
-				l = genai.ThinkingLevel(strings.ToUpper(effort)) // passed through
-			}
-			tc.ThinkingLevel = l
+		if config.ThinkingConfig, err = thinkingConfig(model, req.ReasoningEffort, opts); err != nil {
+			return "", nil, nil, err
 		}
-		config.ThinkingConfig = tc
 	}
 	return model, contents, config, nil
+}
+
+// functionDeclarations maps the function tools; a tool without parameters
+// takes an empty object schema.
+func functionDeclarations(tools []llm.ToolDefinition) ([]*genai.FunctionDeclaration, error) {
+	var decls []*genai.FunctionDeclaration
+	for _, t := range tools {
+		var schema any = map[string]any{"type": "object", "properties": map[string]any{}}
+		if len(t.Parameters) > 0 {
+			if err := json.Unmarshal(t.Parameters, &schema); err != nil {
+				return nil, invalid("tool %s: parameters: %v", t.Name, err)
+			}
+		}
+		decls = append(decls, &genai.FunctionDeclaration{Name: t.Name, Description: t.Description, ParametersJsonSchema: schema})
+	}
+	return decls, nil
+}
+
+// toolConfig maps the tool choice to a function calling mode (nil when
+// no choice is made).
+func toolConfig(choice llm.ToolChoice) *genai.ToolConfig {
+	mode := genai.FunctionCallingConfigModeAuto
+	switch choice {
+	case "":
+		return nil
+	case llm.ToolChoiceNone:
+		mode = genai.FunctionCallingConfigModeNone
+	case llm.ToolChoiceRequired:
+		mode = genai.FunctionCallingConfigModeAny
+	}
+	return &genai.ToolConfig{FunctionCallingConfig: &genai.FunctionCallingConfig{Mode: mode}}
+}
+
+// googleSearchTool maps the web search options to Google Search
+// grounding. The Gemini API's googleSearch tool has no use limit or domain
+// filters (excludeDomains is Vertex AI only).
+func googleSearchTool(ws *llm.WebSearch) (*genai.Tool, error) {
+	switch {
+	case ws.MaxUses > 0:
+		return nil, invalid("web search: max uses is not an option of Gemini's Google Search grounding")
+	case len(ws.AllowedDomains) > 0 || len(ws.BlockedDomains) > 0:
+		return nil, invalid("web search: allowed and blocked domains are not options of the Gemini API's Google Search grounding")
+	}
+	return &genai.Tool{GoogleSearch: &genai.GoogleSearch{}}, nil
+}
+
+// thinkingConfig maps a reasoning effort (not none) to a thinking budget
+// or level, whichever the options or the model call for.
+func thinkingConfig(model, reasoningEffort string, opts Options) (*genai.ThinkingConfig, error) {
+	effort := strings.ToLower(reasoningEffort)
+	tc := &genai.ThinkingConfig{IncludeThoughts: true}
+	if opts.Thinking == "budget" || (opts.Thinking == "" && usesBudget(model)) {
+		b, ok := thinkingBudgets[effort]
+		if opts.ThinkingBudget != nil {
+			b, ok = *opts.ThinkingBudget, true
+		}
+		if !ok {
+			return nil, invalid("reasoning effort %q: want minimal, low, medium or high", reasoningEffort)
+		}
+		tc.ThinkingBudget = &b
+		return tc, nil
+	}
+	l, ok := thinkingLevels[effort]
+	if !ok {
+		l = genai.ThinkingLevel(strings.ToUpper(effort)) // passed through
+	}
+	tc.ThinkingLevel = l
+	return tc, nil
 }
 
 // usesBudget reports whether model takes a thinking budget (Gemini 1.x and
@@ -478,122 +511,160 @@ func usesBudget(model string) bool {
 	return strings.HasPrefix(m, "gemini-1") || strings.HasPrefix(m, "gemini-2")
 }
 
+// contentBuilder accumulates the contents of a conversation: the function
+// calls of the last model content wait for their results, which go into
+// one user content in call order, ahead of the user's other parts.
+type contentBuilder struct {
+	out       []*genai.Content
+	system    []string
+	calls     []llm.ToolCall // calls of the last model content, in order
+	callIDs   []bool         // whether the model sent that call's id
+	results   map[string]*llm.ToolResult
+	userParts []*genai.Part
+}
+
 // convertMessages maps the conversation: system text is returned apart,
 // assistant parts are echoed verbatim when they came from Gemini, and tool
 // results are gathered into one user content in call order.
 func convertMessages(msgs []llm.Message) ([]*genai.Content, string, error) {
-	var out []*genai.Content
-	var system []string
-	var calls []llm.ToolCall // calls of the last model content, in order
-	var callIDs []bool       // whether the model sent that call's id
-	results := map[string]*llm.ToolResult{}
-	var userParts []*genai.Part
-
-	flush := func() {
-		if len(calls) == 0 && len(userParts) == 0 {
-			return
-		}
-		var parts []*genai.Part
-		for i, tc := range calls {
-			r := results[tc.ID]
-			fr := &genai.FunctionResponse{Name: tc.Name}
-			if callIDs[i] {
-				fr.ID = tc.ID
-			}
-			switch {
-			case r == nil:
-				fr.Response = map[string]any{"error": "tool call was not executed"}
-			case r.IsError:
-				fr.Response = map[string]any{"error": r.Content}
-			default:
-				fr.Response = map[string]any{"output": r.Content}
-			}
-			if r != nil {
-				for _, img := range r.Images {
-					fr.Parts = append(fr.Parts, &genai.FunctionResponsePart{InlineData: &genai.FunctionResponseBlob{MIMEType: img.MediaType, Data: img.Data}})
-				}
-			}
-			parts = append(parts, &genai.Part{FunctionResponse: fr})
-		}
-		parts = append(parts, userParts...)
-		if len(parts) > 0 {
-			out = append(out, &genai.Content{Role: genai.RoleUser, Parts: parts})
-		}
-		calls, callIDs, userParts = nil, nil, nil
-		results = map[string]*llm.ToolResult{}
-	}
-
+	b := &contentBuilder{results: map[string]*llm.ToolResult{}}
 	for _, m := range msgs {
 		switch m.Role {
 		case llm.RoleSystem:
 			if t := m.Text(); t != "" {
-				system = append(system, t)
+				b.system = append(b.system, t)
 			}
 		case llm.RoleUser, llm.RoleTool:
-			for _, p := range m.Content {
-				switch p.Kind {
-				case llm.PartToolResult:
-					if p.ToolResult != nil {
-						results[p.ToolResult.CallID] = p.ToolResult
-					}
-				case llm.PartText:
-					if p.Text != "" {
-						userParts = append(userParts, &genai.Part{Text: p.Text})
-					}
-				case llm.PartImage:
-					if p.Image != nil {
-						userParts = append(userParts, &genai.Part{InlineData: &genai.Blob{MIMEType: p.Image.MediaType, Data: p.Image.Data}})
-					}
-				}
-			}
+			b.user(m)
 		case llm.RoleAssistant:
-			flush()
-			var parts []*genai.Part
-			signed := false
-			for _, p := range m.Content {
-				if p.Provider == ProviderName && len(p.Raw) > 0 {
-					var part genai.Part
-					if err := json.Unmarshal(p.Raw, &part); err != nil {
-						return nil, "", invalid("gemini part: %v", err)
-					}
-					if part.FunctionCall != nil && p.ToolCall != nil {
-						calls = append(calls, *p.ToolCall)
-						callIDs = append(callIDs, part.FunctionCall.ID != "")
-						signed = signed || len(part.ThoughtSignature) > 0
-					}
-					parts = append(parts, &part)
-					continue
-				}
-				switch p.Kind {
-				case llm.PartText:
-					if p.Text != "" {
-						parts = append(parts, &genai.Part{Text: p.Text})
-					}
-				case llm.PartToolCall:
-					if p.ToolCall == nil {
-						continue
-					}
-					var args map[string]any
-					if len(p.ToolCall.Arguments) > 0 && json.Unmarshal(p.ToolCall.Arguments, &args) != nil {
-						args = map[string]any{}
-					}
-					part := &genai.Part{FunctionCall: &genai.FunctionCall{ID: p.ToolCall.ID, Name: p.ToolCall.Name, Args: args}}
-					if !signed {
-						part.ThoughtSignature = skipSignature
-						signed = true
-					}
-					calls = append(calls, *p.ToolCall)
-					callIDs = append(callIDs, true)
-					parts = append(parts, part)
-				}
-			}
-			if len(parts) > 0 {
-				out = append(out, &genai.Content{Role: genai.RoleModel, Parts: parts})
+			b.flush()
+			if err := b.model(m); err != nil {
+				return nil, "", err
 			}
 		}
 	}
-	flush()
-	return out, strings.Join(system, "\n\n"), nil
+	b.flush()
+	return b.out, strings.Join(b.system, "\n\n"), nil
+}
+
+// flush writes the waiting user content: a function response for every
+// call of the last model content, then the user's parts.
+func (b *contentBuilder) flush() {
+	if len(b.calls) == 0 && len(b.userParts) == 0 {
+		return
+	}
+	var parts []*genai.Part
+	for i, tc := range b.calls {
+		parts = append(parts, &genai.Part{FunctionResponse: functionResponse(tc, b.callIDs[i], b.results[tc.ID])})
+	}
+	parts = append(parts, b.userParts...)
+	if len(parts) > 0 {
+		b.out = append(b.out, &genai.Content{Role: genai.RoleUser, Parts: parts})
+	}
+	b.calls, b.callIDs, b.userParts = nil, nil, nil
+	b.results = map[string]*llm.ToolResult{}
+}
+
+// functionResponse answers tc with r (an error when r is nil); the id is
+// sent only when the model sent one.
+func functionResponse(tc llm.ToolCall, withID bool, r *llm.ToolResult) *genai.FunctionResponse {
+	fr := &genai.FunctionResponse{Name: tc.Name}
+	if withID {
+		fr.ID = tc.ID
+	}
+	switch {
+	case r == nil:
+		fr.Response = map[string]any{"error": "tool call was not executed"}
+		return fr
+	case r.IsError:
+		fr.Response = map[string]any{"error": r.Content}
+	default:
+		fr.Response = map[string]any{"output": r.Content}
+	}
+	for _, img := range r.Images {
+		fr.Parts = append(fr.Parts, &genai.FunctionResponsePart{InlineData: &genai.FunctionResponseBlob{MIMEType: img.MediaType, Data: img.Data}})
+	}
+	return fr
+}
+
+// user gathers a user or tool message: results by call id, other parts
+// into the waiting user content.
+func (b *contentBuilder) user(m llm.Message) {
+	for _, p := range m.Content {
+		switch p.Kind {
+		case llm.PartToolResult:
+			if p.ToolResult != nil {
+				b.results[p.ToolResult.CallID] = p.ToolResult
+			}
+		case llm.PartText:
+			if p.Text != "" {
+				b.userParts = append(b.userParts, &genai.Part{Text: p.Text})
+			}
+		case llm.PartImage:
+			if p.Image != nil {
+				b.userParts = append(b.userParts, &genai.Part{InlineData: &genai.Blob{MIMEType: p.Image.MediaType, Data: p.Image.Data}})
+			}
+		}
+	}
+}
+
+// model adds an assistant message as a model content: Gemini's own parts
+// verbatim, others rebuilt. The first rebuilt function call carries the
+// skip signature unless a Gemini call already carries a signature.
+func (b *contentBuilder) model(m llm.Message) error {
+	var parts []*genai.Part
+	signed := false
+	for _, p := range m.Content {
+		if p.Provider == ProviderName && len(p.Raw) > 0 {
+			var part genai.Part
+			if err := json.Unmarshal(p.Raw, &part); err != nil {
+				return invalid("gemini part: %v", err)
+			}
+			if part.FunctionCall != nil && p.ToolCall != nil {
+				b.addCall(*p.ToolCall, part.FunctionCall.ID != "")
+				signed = signed || len(part.ThoughtSignature) > 0
+			}
+			parts = append(parts, &part)
+			continue
+		}
+		switch p.Kind {
+		case llm.PartText:
+			if p.Text != "" {
+				parts = append(parts, &genai.Part{Text: p.Text})
+			}
+		case llm.PartToolCall:
+			if p.ToolCall == nil {
+				continue
+			}
+			part := functionCallPart(p.ToolCall)
+			if !signed {
+				part.ThoughtSignature = skipSignature
+				signed = true
+			}
+			b.addCall(*p.ToolCall, true)
+			parts = append(parts, part)
+		}
+	}
+	if len(parts) > 0 {
+		b.out = append(b.out, &genai.Content{Role: genai.RoleModel, Parts: parts})
+	}
+	return nil
+}
+
+// addCall records a call of the model content being built.
+func (b *contentBuilder) addCall(tc llm.ToolCall, withID bool) {
+	b.calls = append(b.calls, tc)
+	b.callIDs = append(b.callIDs, withID)
+}
+
+// functionCallPart is the function call part of tc; arguments that are
+// not a JSON object become an empty one.
+func functionCallPart(tc *llm.ToolCall) *genai.Part {
+	var args map[string]any
+	if len(tc.Arguments) > 0 && json.Unmarshal(tc.Arguments, &args) != nil {
+		args = map[string]any{}
+	}
+	return &genai.Part{FunctionCall: &genai.FunctionCall{ID: tc.ID, Name: tc.Name, Args: args}}
 }
 
 func invalid(format string, args ...any) error {

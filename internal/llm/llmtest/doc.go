@@ -25,5 +25,9 @@
 // in a request is decoded into llm.Request.WebSearch, so scripts can expect
 // its options and the searches sent back in the history.
 //
+// ParamsTable pins the request an adapter builds for each of a table of
+// loop requests (ParamsCases plus the adapter's own) against golden files,
+// byte for byte; run the adapter's tests with -update to rewrite them.
+//
 // Only tests and test/llmserver import this package.
 package llmtest

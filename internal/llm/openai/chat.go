@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -246,6 +247,8 @@ func chatFinish(reason string, calls bool) llm.FinishReason {
 	return llm.FinishOther
 }
 
+// params builds the Chat Completions request for req: the conversation as
+// messages, then tools, tool choice, reasoning and limits.
 func (c *CompatClient) params(req *llm.Request, stream bool) (sdk.ChatCompletionNewParams, error) {
 	var opts CompatOptions
 	if raw := req.ProviderOptions[CompatProviderName]; len(raw) > 0 {
@@ -258,103 +261,16 @@ func (c *CompatClient) params(req *llm.Request, stream bool) (sdk.ChatCompletion
 		// option would leave the model without the search it was promised.
 		return sdk.ChatCompletionNewParams{}, invalid(CompatProviderName, "web search: Chat Completions has no server-side web search tool; use the openai (Responses), anthropic or gemini provider, or the web_fetch tool")
 	}
-	model := req.Model
-	if model == "" {
-		model = c.cfg.Model
-	}
+	model := cmp.Or(req.Model, c.cfg.Model)
 	if model == "" {
 		return sdk.ChatCompletionNewParams{}, invalid(CompatProviderName, "no model given")
 	}
-	p := sdk.ChatCompletionNewParams{Model: shared.ChatModel(model)}
-	var msgs []sdk.ChatCompletionMessageParamUnion
-	var pending []string
-	answered := map[string]bool{}
-	closeCalls := func() {
-		for _, id := range pending {
-			if !answered[id] {
-				msgs = append(msgs, sdk.ToolMessage("error: tool call was not executed", id))
-			}
-		}
-		pending = nil
-		answered = map[string]bool{}
+	p := sdk.ChatCompletionNewParams{Model: shared.ChatModel(model), Messages: chatMessages(req.Messages)}
+	tools, err := chatTools(req.Tools, opts.Strict)
+	if err != nil {
+		return sdk.ChatCompletionNewParams{}, err
 	}
-	for _, m := range req.Messages {
-		switch m.Role {
-		case llm.RoleSystem:
-			closeCalls()
-			if t := m.Text(); t != "" {
-				msgs = append(msgs, sdk.SystemMessage(t))
-			}
-		case llm.RoleUser, llm.RoleTool:
-			var parts []sdk.ChatCompletionContentPartUnionParam
-			hasImage := false
-			for _, part := range m.Content {
-				switch part.Kind {
-				case llm.PartToolResult:
-					if part.ToolResult == nil {
-						continue
-					}
-					answered[part.ToolResult.CallID] = true
-					content := part.ToolResult.Content
-					if len(part.ToolResult.Images) > 0 {
-						content += fmt.Sprintf("\n[%d image(s) omitted: Chat Completions tool messages carry text only]", len(part.ToolResult.Images))
-					}
-					msgs = append(msgs, sdk.ToolMessage(content, part.ToolResult.CallID))
-				case llm.PartText:
-					parts = append(parts, sdk.TextContentPart(part.Text))
-				case llm.PartImage:
-					if part.Image != nil {
-						hasImage = true
-						parts = append(parts, sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{URL: dataURL(part.Image)}))
-					}
-				}
-			}
-			if len(parts) > 0 {
-				closeCalls()
-				if hasImage {
-					msgs = append(msgs, sdk.UserMessage(parts))
-				} else {
-					var b strings.Builder
-					for _, p := range parts {
-						b.WriteString(p.OfText.Text)
-					}
-					msgs = append(msgs, sdk.UserMessage(b.String()))
-				}
-			}
-		case llm.RoleAssistant:
-			closeCalls()
-			a := sdk.ChatCompletionAssistantMessageParam{}
-			if t := m.Text(); t != "" {
-				a.Content.OfString = param.NewOpt(t)
-			}
-			// Reasoning is never sent back: servers reject or ignore it.
-			for _, tc := range m.ToolCalls() {
-				a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
-					ID: tc.ID, Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: string(arguments(string(tc.Arguments)))}}})
-				pending = append(pending, tc.ID)
-			}
-			if a.Content.OfString.Valid() || len(a.ToolCalls) > 0 {
-				msgs = append(msgs, sdk.ChatCompletionMessageParamUnion{OfAssistant: &a})
-			}
-		}
-	}
-	closeCalls()
-	p.Messages = msgs
-	for _, t := range req.Tools {
-		var schema map[string]any
-		if len(t.Parameters) > 0 {
-			if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-				return sdk.ChatCompletionNewParams{}, invalid(CompatProviderName, "tool %s: parameters: %v", t.Name, err)
-			}
-		} else {
-			schema = map[string]any{"type": "object", "properties": map[string]any{}}
-		}
-		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: shared.FunctionParameters(schema), Strict: param.NewOpt(opts.Strict)}
-		if t.Description != "" {
-			fn.Description = param.NewOpt(t.Description)
-		}
-		p.Tools = append(p.Tools, sdk.ChatCompletionFunctionTool(fn))
-	}
+	p.Tools = tools
 	if len(req.Tools) > 0 {
 		if !opts.NoParallelToolCalls {
 			p.ParallelToolCalls = param.NewOpt(req.ParallelToolCalls == nil || *req.ParallelToolCalls)
@@ -377,4 +293,127 @@ func (c *CompatClient) params(req *llm.Request, stream bool) (sdk.ChatCompletion
 		p.StreamOptions = sdk.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)}
 	}
 	return p, nil
+}
+
+// chatBuilder accumulates the messages of a conversation. Every tool call
+// of an assistant message that has no tool message by the next turn gets
+// an error tool message, so servers accept the history.
+type chatBuilder struct {
+	msgs     []sdk.ChatCompletionMessageParamUnion
+	pending  []string // call ids of the last assistant message
+	answered map[string]bool
+}
+
+// chatMessages maps the conversation.
+func chatMessages(msgs []llm.Message) []sdk.ChatCompletionMessageParamUnion {
+	b := &chatBuilder{answered: map[string]bool{}}
+	for _, m := range msgs {
+		switch m.Role {
+		case llm.RoleSystem:
+			b.closeCalls()
+			if t := m.Text(); t != "" {
+				b.msgs = append(b.msgs, sdk.SystemMessage(t))
+			}
+		case llm.RoleUser, llm.RoleTool:
+			b.user(m)
+		case llm.RoleAssistant:
+			b.closeCalls()
+			b.assistant(m)
+		}
+	}
+	b.closeCalls()
+	return b.msgs
+}
+
+// closeCalls answers the pending calls that have no tool message.
+func (b *chatBuilder) closeCalls() {
+	for _, id := range b.pending {
+		if !b.answered[id] {
+			b.msgs = append(b.msgs, sdk.ToolMessage("error: tool call was not executed", id))
+		}
+	}
+	b.pending = nil
+	b.answered = map[string]bool{}
+}
+
+// user adds a user or tool message: tool results as tool messages (text
+// only), text and images as one user message (a plain string when it has
+// no image).
+func (b *chatBuilder) user(m llm.Message) {
+	var parts []sdk.ChatCompletionContentPartUnionParam
+	hasImage := false
+	for _, part := range m.Content {
+		switch part.Kind {
+		case llm.PartToolResult:
+			if part.ToolResult == nil {
+				continue
+			}
+			b.answered[part.ToolResult.CallID] = true
+			b.msgs = append(b.msgs, chatToolMessage(part.ToolResult))
+		case llm.PartText:
+			parts = append(parts, sdk.TextContentPart(part.Text))
+		case llm.PartImage:
+			if part.Image != nil {
+				hasImage = true
+				parts = append(parts, sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{URL: dataURL(part.Image)}))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return
+	}
+	b.closeCalls()
+	if hasImage {
+		b.msgs = append(b.msgs, sdk.UserMessage(parts))
+		return
+	}
+	var text strings.Builder
+	for _, p := range parts {
+		text.WriteString(p.OfText.Text)
+	}
+	b.msgs = append(b.msgs, sdk.UserMessage(text.String()))
+}
+
+// chatToolMessage is the tool message of r; its images are replaced by a
+// note, as tool messages carry text only.
+func chatToolMessage(r *llm.ToolResult) sdk.ChatCompletionMessageParamUnion {
+	content := r.Content
+	if len(r.Images) > 0 {
+		content += fmt.Sprintf("\n[%d image(s) omitted: Chat Completions tool messages carry text only]", len(r.Images))
+	}
+	return sdk.ToolMessage(content, r.CallID)
+}
+
+// assistant adds an assistant message: its text and tool calls.
+func (b *chatBuilder) assistant(m llm.Message) {
+	a := sdk.ChatCompletionAssistantMessageParam{}
+	if t := m.Text(); t != "" {
+		a.Content.OfString = param.NewOpt(t)
+	}
+	// Reasoning is never sent back: servers reject or ignore it.
+	for _, tc := range m.ToolCalls() {
+		a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
+			ID: tc.ID, Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: string(arguments(string(tc.Arguments)))}}})
+		b.pending = append(b.pending, tc.ID)
+	}
+	if a.Content.OfString.Valid() || len(a.ToolCalls) > 0 {
+		b.msgs = append(b.msgs, sdk.ChatCompletionMessageParamUnion{OfAssistant: &a})
+	}
+}
+
+// chatTools maps the function tools.
+func chatTools(defs []llm.ToolDefinition, strict bool) ([]sdk.ChatCompletionToolUnionParam, error) {
+	var tools []sdk.ChatCompletionToolUnionParam
+	for _, t := range defs {
+		schema, err := toolSchema(CompatProviderName, t)
+		if err != nil {
+			return nil, err
+		}
+		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: shared.FunctionParameters(schema), Strict: param.NewOpt(strict)}
+		if t.Description != "" {
+			fn.Description = param.NewOpt(t.Description)
+		}
+		tools = append(tools, sdk.ChatCompletionFunctionTool(fn))
+	}
+	return tools, nil
 }

@@ -329,6 +329,8 @@ func convertResponse(r *responses.Response) (*llm.Response, error) {
 	return resp, nil
 }
 
+// params builds the Responses request for req: the conversation as input
+// items, then tools, tool choice, reasoning and limits.
 func (c *Client) params(req *llm.Request) (responses.ResponseNewParams, error) {
 	var opts Options
 	if raw := req.ProviderOptions[ProviderName]; len(raw) > 0 {
@@ -336,10 +338,7 @@ func (c *Client) params(req *llm.Request) (responses.ResponseNewParams, error) {
 			return responses.ResponseNewParams{}, invalid(ProviderName, "providerOptions.openai: %v", err)
 		}
 	}
-	model := req.Model
-	if model == "" {
-		model = c.cfg.Model
-	}
+	model := cmp.Or(req.Model, c.cfg.Model)
 	if model == "" {
 		return responses.ResponseNewParams{}, invalid(ProviderName, "no model given")
 	}
@@ -347,135 +346,30 @@ func (c *Client) params(req *llm.Request) (responses.ResponseNewParams, error) {
 	if !opts.Store {
 		p.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
 	}
-	var system []string
-	var input responses.ResponseInputParam
-	var pending []string
-	answered := map[string]bool{}
-	closeCalls := func() {
-		for _, id := range pending {
-			if !answered[id] {
-				input = append(input, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
-					CallID: param.NewOpt(id), Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt("error: tool call was not executed")}}})
-			}
-		}
-		pending = nil
-		answered = map[string]bool{}
-	}
-	for _, m := range req.Messages {
-		switch m.Role {
-		case llm.RoleSystem:
-			if t := m.Text(); t != "" {
-				system = append(system, t)
-			}
-		case llm.RoleUser, llm.RoleTool:
-			var userParts responses.ResponseInputMessageContentListParam
-			for _, part := range m.Content {
-				switch part.Kind {
-				case llm.PartToolResult:
-					if part.ToolResult == nil {
-						continue
-					}
-					answered[part.ToolResult.CallID] = true
-					input = append(input, functionOutput(part.ToolResult))
-				case llm.PartText:
-					userParts = append(userParts, responses.ResponseInputContentParamOfInputText(part.Text))
-				case llm.PartImage:
-					if part.Image != nil {
-						userParts = append(userParts, responses.ResponseInputContentUnionParam{OfInputImage: &responses.ResponseInputImageParam{
-							Detail: responses.ResponseInputImageDetailAuto, ImageURL: param.NewOpt(dataURL(part.Image))}})
-					}
-				}
-			}
-			if len(userParts) > 0 {
-				closeCalls()
-				input = append(input, responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
-					Role: responses.EasyInputMessageRoleUser, Content: responses.EasyInputMessageContentUnionParam{OfInputItemContentList: userParts}}})
-			}
-		case llm.RoleAssistant:
-			closeCalls()
-			for _, part := range m.Content {
-				if part.Provider == ProviderName && len(part.Raw) > 0 {
-					if part.Kind == llm.PartReasoning && !opts.Store {
-						var it outputItem
-						if json.Unmarshal(part.Raw, &it) != nil || it.EncryptedContent == "" {
-							continue // cannot be resolved without store
-						}
-					}
-					input = append(input, param.Override[responses.ResponseInputItemUnionParam](part.Raw))
-					if part.Kind == llm.PartToolCall && part.ToolCall != nil {
-						pending = append(pending, part.ToolCall.ID)
-					}
-					continue
-				}
-				switch part.Kind {
-				case llm.PartText:
-					if part.Text != "" {
-						input = append(input, responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
-							Role: responses.EasyInputMessageRoleAssistant, Content: responses.EasyInputMessageContentUnionParam{OfString: param.NewOpt(part.Text)}}})
-					}
-				case llm.PartToolCall:
-					if part.ToolCall == nil {
-						continue
-					}
-					input = append(input, responses.ResponseInputItemUnionParam{OfFunctionCall: &responses.ResponseFunctionToolCallParam{
-						CallID: part.ToolCall.ID, Name: part.ToolCall.Name, Arguments: string(arguments(string(part.ToolCall.Arguments)))}})
-					pending = append(pending, part.ToolCall.ID)
-				}
-			}
-		}
-	}
-	closeCalls()
+	system, input := responsesInput(req.Messages, opts.Store)
 	p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: input}
 	if len(system) > 0 {
 		p.Instructions = param.NewOpt(strings.Join(system, "\n\n"))
 	}
-	for _, t := range req.Tools {
-		var schema map[string]any
-		if len(t.Parameters) > 0 {
-			if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-				return responses.ResponseNewParams{}, invalid(ProviderName, "tool %s: parameters: %v", t.Name, err)
-			}
-		} else {
-			schema = map[string]any{"type": "object", "properties": map[string]any{}}
-		}
-		fn := &responses.FunctionToolParam{Name: t.Name, Parameters: schema, Strict: param.NewOpt(opts.Strict)}
-		if t.Description != "" {
-			fn.Description = param.NewOpt(t.Description)
-		}
-		p.Tools = append(p.Tools, responses.ToolUnionParam{OfFunction: fn})
+	tools, err := responsesTools(req.Tools, opts.Strict)
+	if err != nil {
+		return responses.ResponseNewParams{}, err
 	}
-	if ws := req.WebSearch; ws != nil {
-		if ws.MaxUses > 0 {
-			return responses.ResponseNewParams{}, invalid(ProviderName, "web search: max uses is not an option of OpenAI's web_search tool")
+	p.Tools = tools
+	if req.WebSearch != nil {
+		tool, err := responsesWebSearch(req.WebSearch)
+		if err != nil {
+			return responses.ResponseNewParams{}, err
 		}
-		if len(ws.BlockedDomains) > 0 {
-			return responses.ResponseNewParams{}, invalid(ProviderName, "web search: blocked domains are not an option of OpenAI's web_search tool (use allowed domains)")
-		}
-		p.Tools = append(p.Tools, responses.ToolUnionParam{OfWebSearch: &responses.WebSearchToolParam{
-			Type: responses.WebSearchToolTypeWebSearch, Filters: responses.WebSearchToolFiltersParam{AllowedDomains: ws.AllowedDomains}}})
+		p.Tools = append(p.Tools, tool)
 		p.Include = append(p.Include, responses.ResponseIncludableWebSearchCallActionSources)
 	}
 	if len(req.Tools) > 0 {
-		parallel := req.ParallelToolCalls == nil || *req.ParallelToolCalls
-		p.ParallelToolCalls = param.NewOpt(parallel)
-		switch req.ToolChoice {
-		case llm.ToolChoiceNone:
-			p.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: param.NewOpt(responses.ToolChoiceOptionsNone)}
-		case llm.ToolChoiceRequired:
-			p.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: param.NewOpt(responses.ToolChoiceOptionsRequired)}
-		case llm.ToolChoiceAuto:
-			p.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: param.NewOpt(responses.ToolChoiceOptionsAuto)}
-		}
+		p.ParallelToolCalls = param.NewOpt(req.ParallelToolCalls == nil || *req.ParallelToolCalls)
+		p.ToolChoice = responsesToolChoice(req.ToolChoice)
 	}
 	if effort := strings.ToLower(req.ReasoningEffort); effort != "" {
-		p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(effort)}
-		summary := opts.ReasoningSummary
-		if summary == "" {
-			summary = "auto"
-		}
-		if summary != "none" && effort != "none" {
-			p.Reasoning.Summary = shared.ReasoningSummary(summary)
-		}
+		p.Reasoning = responsesReasoning(effort, opts.ReasoningSummary)
 	}
 	if req.MaxOutputTokens > 0 {
 		p.MaxOutputTokens = param.NewOpt(int64(req.MaxOutputTokens))
@@ -484,6 +378,182 @@ func (c *Client) params(req *llm.Request) (responses.ResponseNewParams, error) {
 		p.PromptCacheKey = param.NewOpt(key)
 	}
 	return p, nil
+}
+
+// inputBuilder accumulates the input items of a conversation. Every
+// function call of an assistant turn that has no output by the next turn
+// gets an error output, so the API accepts the history.
+type inputBuilder struct {
+	store    bool // responses are stored: reasoning items resolve by id
+	system   []string
+	input    responses.ResponseInputParam
+	pending  []string // call ids of the last assistant turn
+	answered map[string]bool
+}
+
+// responsesInput maps the conversation: system text apart (instructions),
+// every other message as input items.
+func responsesInput(msgs []llm.Message, store bool) ([]string, responses.ResponseInputParam) {
+	b := &inputBuilder{store: store, answered: map[string]bool{}}
+	for _, m := range msgs {
+		switch m.Role {
+		case llm.RoleSystem:
+			if t := m.Text(); t != "" {
+				b.system = append(b.system, t)
+			}
+		case llm.RoleUser, llm.RoleTool:
+			b.user(m)
+		case llm.RoleAssistant:
+			b.closeCalls()
+			for _, part := range m.Content {
+				b.assistantPart(part)
+			}
+		}
+	}
+	b.closeCalls()
+	return b.system, b.input
+}
+
+// closeCalls answers the pending calls that have no output.
+func (b *inputBuilder) closeCalls() {
+	for _, id := range b.pending {
+		if !b.answered[id] {
+			b.input = append(b.input, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
+				CallID: param.NewOpt(id), Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt("error: tool call was not executed")}}})
+		}
+	}
+	b.pending = nil
+	b.answered = map[string]bool{}
+}
+
+// user adds a user or tool message: tool results as function call
+// outputs, text and images as one user message.
+func (b *inputBuilder) user(m llm.Message) {
+	var parts responses.ResponseInputMessageContentListParam
+	for _, part := range m.Content {
+		switch part.Kind {
+		case llm.PartToolResult:
+			if part.ToolResult == nil {
+				continue
+			}
+			b.answered[part.ToolResult.CallID] = true
+			b.input = append(b.input, functionOutput(part.ToolResult))
+		case llm.PartText:
+			parts = append(parts, responses.ResponseInputContentParamOfInputText(part.Text))
+		case llm.PartImage:
+			if part.Image != nil {
+				parts = append(parts, responses.ResponseInputContentUnionParam{OfInputImage: &responses.ResponseInputImageParam{
+					Detail: responses.ResponseInputImageDetailAuto, ImageURL: param.NewOpt(dataURL(part.Image))}})
+			}
+		}
+	}
+	if len(parts) > 0 {
+		b.closeCalls()
+		b.input = append(b.input, responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
+			Role: responses.EasyInputMessageRoleUser, Content: responses.EasyInputMessageContentUnionParam{OfInputItemContentList: parts}}})
+	}
+}
+
+// assistantPart adds one assistant part: this provider's output items
+// verbatim, other text and tool calls rebuilt.
+func (b *inputBuilder) assistantPart(part llm.ContentPart) {
+	if part.Provider == ProviderName && len(part.Raw) > 0 {
+		if part.Kind == llm.PartReasoning && !b.store {
+			var it outputItem
+			if json.Unmarshal(part.Raw, &it) != nil || it.EncryptedContent == "" {
+				return // cannot be resolved without store
+			}
+		}
+		b.input = append(b.input, param.Override[responses.ResponseInputItemUnionParam](part.Raw))
+		if part.Kind == llm.PartToolCall && part.ToolCall != nil {
+			b.pending = append(b.pending, part.ToolCall.ID)
+		}
+		return
+	}
+	switch part.Kind {
+	case llm.PartText:
+		if part.Text != "" {
+			b.input = append(b.input, responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
+				Role: responses.EasyInputMessageRoleAssistant, Content: responses.EasyInputMessageContentUnionParam{OfString: param.NewOpt(part.Text)}}})
+		}
+	case llm.PartToolCall:
+		if part.ToolCall == nil {
+			return
+		}
+		b.input = append(b.input, responses.ResponseInputItemUnionParam{OfFunctionCall: &responses.ResponseFunctionToolCallParam{
+			CallID: part.ToolCall.ID, Name: part.ToolCall.Name, Arguments: string(arguments(string(part.ToolCall.Arguments)))}})
+		b.pending = append(b.pending, part.ToolCall.ID)
+	}
+}
+
+// toolSchema is a tool's parameters as a JSON object, an empty object
+// schema when it has none.
+func toolSchema(provider string, t llm.ToolDefinition) (map[string]any, error) {
+	if len(t.Parameters) == 0 {
+		return map[string]any{"type": "object", "properties": map[string]any{}}, nil
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(t.Parameters, &schema); err != nil {
+		return nil, invalid(provider, "tool %s: parameters: %v", t.Name, err)
+	}
+	return schema, nil
+}
+
+// responsesTools maps the function tools.
+func responsesTools(defs []llm.ToolDefinition, strict bool) ([]responses.ToolUnionParam, error) {
+	var tools []responses.ToolUnionParam
+	for _, t := range defs {
+		schema, err := toolSchema(ProviderName, t)
+		if err != nil {
+			return nil, err
+		}
+		fn := &responses.FunctionToolParam{Name: t.Name, Parameters: schema, Strict: param.NewOpt(strict)}
+		if t.Description != "" {
+			fn.Description = param.NewOpt(t.Description)
+		}
+		tools = append(tools, responses.ToolUnionParam{OfFunction: fn})
+	}
+	return tools, nil
+}
+
+// responsesWebSearch maps the web search options to the web_search tool,
+// refusing the options it does not have.
+func responsesWebSearch(ws *llm.WebSearch) (responses.ToolUnionParam, error) {
+	if ws.MaxUses > 0 {
+		return responses.ToolUnionParam{}, invalid(ProviderName, "web search: max uses is not an option of OpenAI's web_search tool")
+	}
+	if len(ws.BlockedDomains) > 0 {
+		return responses.ToolUnionParam{}, invalid(ProviderName, "web search: blocked domains are not an option of OpenAI's web_search tool (use allowed domains)")
+	}
+	return responses.ToolUnionParam{OfWebSearch: &responses.WebSearchToolParam{
+		Type: responses.WebSearchToolTypeWebSearch, Filters: responses.WebSearchToolFiltersParam{AllowedDomains: ws.AllowedDomains}}}, nil
+}
+
+// responsesToolChoice maps the tool choice (unset when choice is empty).
+func responsesToolChoice(choice llm.ToolChoice) responses.ResponseNewParamsToolChoiceUnion {
+	var mode responses.ToolChoiceOptions
+	switch choice {
+	case llm.ToolChoiceNone:
+		mode = responses.ToolChoiceOptionsNone
+	case llm.ToolChoiceRequired:
+		mode = responses.ToolChoiceOptionsRequired
+	case llm.ToolChoiceAuto:
+		mode = responses.ToolChoiceOptionsAuto
+	default:
+		return responses.ResponseNewParamsToolChoiceUnion{}
+	}
+	return responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: param.NewOpt(mode)}
+}
+
+// responsesReasoning is the reasoning config for a lower-case effort, with
+// a summary ("auto" unless summary says otherwise; none for "none").
+func responsesReasoning(effort, summary string) shared.ReasoningParam {
+	r := shared.ReasoningParam{Effort: shared.ReasoningEffort(effort)}
+	summary = cmp.Or(summary, "auto")
+	if summary != "none" && effort != "none" {
+		r.Summary = shared.ReasoningSummary(summary)
+	}
+	return r
 }
 
 func functionOutput(r *llm.ToolResult) responses.ResponseInputItemUnionParam {
