@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -189,6 +190,9 @@ func TestHandshake(t *testing.T) {
 type injected struct {
 	client *Client
 	inject func([]byte)
+	// glue appends bytes to the server's next write, so they arrive
+	// together with a genuine frame (in one read of the client).
+	glue func([]byte)
 }
 
 func serveInjectable(t *testing.T) *injected {
@@ -201,7 +205,17 @@ func serveInjectable(t *testing.T) *injected {
 	cr, sw := io.Pipe()
 	sr, cw := io.Pipe()
 	var wmu sync.Mutex // io.Pipe serialises writes anyway; this keeps each injection whole
-	w := writerFunc(func(b []byte) (int, error) { wmu.Lock(); defer wmu.Unlock(); return sw.Write(b) })
+	var glued []byte   // under wmu
+	w := writerFunc(func(b []byte) (int, error) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		if glued == nil {
+			return sw.Write(b)
+		}
+		_, err := sw.Write(append(bytes.Clone(b), glued...))
+		glued = nil
+		return len(b), err
+	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -215,7 +229,11 @@ func serveInjectable(t *testing.T) *injected {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close(); sr.Close(); <-done })
-	return &injected{client: c, inject: func(b []byte) { w.Write(b) }}
+	return &injected{client: c, inject: func(b []byte) { w.Write(b) }, glue: func(b []byte) {
+		wmu.Lock()
+		glued = b
+		wmu.Unlock()
+	}}
 }
 
 type writerFunc func([]byte) (int, error)
@@ -282,6 +300,153 @@ func TestInjectedFramesNeverReachTheCaller(t *testing.T) {
 				t.Errorf("call after the corruption = %v, want ErrStreamClosed (the stream must be replaced)", err)
 			}
 		})
+	}
+}
+
+// TestStallCountsReadAheadBytes: the client reads ahead of its frames, so a
+// short injection can arrive in one read together with a genuine frame and
+// then wait in the read-ahead buffer. The stall timer must still see the
+// half-received frame those bytes start: the call in flight fails with the
+// stall, not only when the next genuine frame happens to arrive.
+func TestStallCountsReadAheadBytes(t *testing.T) {
+	partial := []byte{0, 0, 0, 9, 'F', 'O', 'R', 'G', 'E', 'D'} // 10 of a header's 20 bytes
+	tests := []struct {
+		name string
+		// glued: the partial frame follows the command's first output
+		// frame in the same write; otherwise it comes alone after it.
+		glued bool
+	}{
+		{"read ahead with a genuine frame", true},
+		{"alone on an idle stream", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := serveInjectable(t)
+			started := make(chan struct{})
+			var once sync.Once
+			done := make(chan error, 1)
+			if tt.glued {
+				s.glue(partial)
+			}
+			go func() {
+				// The command's only output is its first line: no other
+				// genuine frame arrives before the stall timeout.
+				_, err := s.client.ExecCommand(t.Context(), "echo genuine; sleep 30", tool.ExecOptions{OnOutput: func([]byte) {
+					once.Do(func() { close(started) })
+				}})
+				done <- err
+			}()
+			if !tt.glued {
+				<-started
+				s.inject(partial)
+			}
+			err := <-done
+			if !errors.Is(err, ErrStreamClosed) || !errors.Is(err, ErrFrameAuth) {
+				t.Fatalf("call in flight = %v; want ErrStreamClosed wrapping ErrFrameAuth", err)
+			}
+			if !strings.Contains(err.Error(), "stopped arriving midway") {
+				t.Errorf("call in flight = %v; want the stall of the half-received frame, not a later error", err)
+			}
+			select {
+			case <-started:
+			default:
+				t.Error("the genuine output before the partial frame never reached the caller")
+			}
+		})
+	}
+}
+
+// TestProgressUnderReadAhead steps a clock by hand through the frames a
+// read-ahead buffer holds: bytes count as progress when they arrive from
+// the stream, and bytes already read ahead start the next frame.
+func TestProgressUnderReadAhead(t *testing.T) {
+	key := bytes.Repeat([]byte{2}, KeySize)
+	frames := sealed(t, &sealer{key: key, dir: serverToClient},
+		&Frame{ID: 1, Kind: KindOutput, Data: []byte("first")},
+		&Frame{ID: 1, Kind: KindResult, Body: json.RawMessage(`{"stdout":"second"}`)})
+	first, second := frames[0], frames[1]
+
+	var cmu sync.Mutex
+	epoch := time.Unix(1_000_000, 0)
+	now := epoch
+	setClock := func(d time.Duration) { cmu.Lock(); now = epoch.Add(d); cmu.Unlock() }
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pr.Close() })
+	p := &progressReader{r: pr, now: func() time.Time { cmu.Lock(); defer cmu.Unlock(); return now }}
+	br := bufio.NewReaderSize(p, maxKeptBuffer)
+	o := &opener{key: key, dir: serverToClient}
+	write := func(b []byte) {
+		go func() { pw.Write(b) }()
+	}
+	stalledAt := func(d time.Duration) (time.Duration, bool) { return p.stalled(epoch.Add(d)) }
+	// poll waits until the reader has recorded an arrival at the clock's
+	// time (an io.Pipe write returns before the reader's bookkeeping).
+	poll := func(at time.Duration) {
+		t.Helper()
+		for range 10000 {
+			if since, ok := stalledAt(at); ok && since == 0 {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("no arrival recorded at +%s", at)
+	}
+
+	// The first frame and 10 bytes of the second arrive in one read at +0.
+	p.expectFrame(br.Buffered())
+	if _, ok := stalledAt(0); ok {
+		t.Fatal("an empty stream between frames counts as a half-received frame")
+	}
+	write(append(bytes.Clone(first), second[:10]...))
+	if f, err := o.read(br, 0); err != nil || string(f.Data) != "first" {
+		t.Fatalf("first frame = %+v, %v", f, err)
+	}
+	p.frameDone()
+	if br.Buffered() != 10 {
+		t.Fatalf("%d bytes read ahead, want 10", br.Buffered())
+	}
+
+	// readLoop comes back an hour later (a slow callback): the bytes read
+	// ahead start the next frame from then on.
+	setClock(time.Hour)
+	p.expectFrame(br.Buffered())
+	steps := []struct {
+		at    time.Duration
+		write []byte // arrives at this time
+		want  time.Duration
+	}{
+		{at: time.Hour + 20*time.Second, want: 20 * time.Second},
+		{at: time.Hour + 25*time.Second, write: second[10:30]},
+		{at: time.Hour + 40*time.Second, want: 15 * time.Second},
+		{at: time.Hour + 70*time.Second, want: 45 * time.Second},
+	}
+	got := make(chan *Frame, 1)
+	go func() {
+		f, err := o.read(br, 0)
+		if err != nil {
+			t.Errorf("second frame: %v", err)
+		}
+		got <- f
+	}()
+	for _, st := range steps {
+		if st.write != nil {
+			setClock(st.at)
+			write(st.write)
+			poll(st.at)
+			continue
+		}
+		since, ok := stalledAt(st.at)
+		if !ok || since != st.want {
+			t.Errorf("at +%s: stalled = %s, %v; want %s, true", st.at, since, ok, st.want)
+		}
+	}
+	write(second[30:])
+	if f := <-got; f == nil || string(f.Body) != `{"stdout":"second"}` {
+		t.Fatalf("second frame = %+v", f)
+	}
+	p.frameDone()
+	if _, ok := stalledAt(2 * time.Hour); ok {
+		t.Error("a completed frame still counts as half-received")
 	}
 }
 

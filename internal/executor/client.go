@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bufio"
 	"context"
 	"crypto/hmac"
 	"encoding/json"
@@ -70,7 +71,10 @@ type Client struct {
 	stdioBuffer int // unread stdout held per stdio process (stdio.go)
 
 	stallTimeout time.Duration
-	progress     progressReader // what readLoop reads through
+	progress     progressReader // rw, watched for stalls
+	// br reads ahead of progress (up to maxKeptBuffer bytes): what the
+	// handshake and then readLoop read.
+	br *bufio.Reader
 
 	wmu sync.Mutex
 	out *sealer // under wmu; nil until the handshake is done
@@ -112,6 +116,8 @@ func NewClientContext(ctx context.Context, rw io.ReadWriteCloser, opts ...Client
 	for _, o := range opts {
 		o(c)
 	}
+	c.progress.r = rw
+	c.br = bufio.NewReaderSize(&c.progress, maxKeptBuffer)
 	stop := context.AfterFunc(ctx, func() { rw.Close() })
 	defer stop()
 	h, err := c.handshake()
@@ -127,7 +133,6 @@ func NewClientContext(ctx context.Context, rw io.ReadWriteCloser, opts ...Client
 	if h.MaxFrame > 0 && h.MaxFrame < c.sendMax {
 		c.sendMax = h.MaxFrame
 	}
-	c.progress.r = rw
 	go c.readLoop()
 	go c.watchStalls()
 	return c, nil
@@ -150,7 +155,7 @@ func (c *Client) handshake() (Hello, error) {
 	if err := c.write(&Frame{Kind: KindHello, Body: mustJSON(clientHello{Hello: Hello{Version: Version, MaxFrame: c.max}, Key: key, Owner: c.owner})}, c.max); err != nil {
 		return Hello{}, fmt.Errorf("executor handshake: %w", err)
 	}
-	f, err := ReadFrame(c.rw, c.max)
+	f, err := ReadFrame(c.br, c.max)
 	if err != nil {
 		return Hello{}, fmt.Errorf("executor handshake: %w", err)
 	}
@@ -179,8 +184,8 @@ func (c *Client) handshake() (Hello, error) {
 
 func (c *Client) readLoop() {
 	for {
-		c.progress.expectFrame()
-		f, err := c.in.next(&c.progress, c.max)
+		c.progress.expectFrame(c.br.Buffered())
+		f, err := c.in.next(c.br, c.max)
 		c.progress.frameDone()
 		if err != nil {
 			if recoverable(err) {
@@ -240,9 +245,11 @@ func (c *Client) watchStalls() {
 }
 
 // progressReader tracks whether a frame is half-received and since when
-// nothing arrived.
+// nothing arrived. It sits under the client's read-ahead, so it sees bytes
+// when they arrive from the stream, not when readLoop consumes them.
 type progressReader struct {
-	r io.Reader
+	r   io.Reader
+	now func() time.Time // time.Now; tests set their own clock
 
 	mu      sync.Mutex
 	inFrame bool // some bytes of the current frame have arrived
@@ -257,15 +264,30 @@ func (p *progressReader) Read(b []byte) (int, error) {
 		if p.waiting {
 			p.inFrame = true
 		}
-		p.last = time.Now()
+		p.last = p.clock()
 		p.mu.Unlock()
 	}
 	return n, err
 }
 
-func (p *progressReader) expectFrame() {
+func (p *progressReader) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
+}
+
+// expectFrame says readLoop starts reading a frame, with buffered bytes of
+// the stream already read ahead. Those are the start of this frame, so it is
+// half-received from now on until it completes: bytes that arrived with an
+// earlier frame (a short injection after a genuine frame) cannot hide a
+// stall by sitting in the read-ahead buffer.
+func (p *progressReader) expectFrame(buffered int) {
 	p.mu.Lock()
-	p.waiting, p.inFrame = true, false
+	p.waiting, p.inFrame = true, buffered > 0
+	if buffered > 0 {
+		p.last = p.clock()
+	}
 	p.mu.Unlock()
 }
 
@@ -338,12 +360,7 @@ func (c *Client) Err() error {
 func (c *Client) write(f *Frame, max int) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	b, err := c.out.encode(f, max)
-	if err != nil {
-		return err
-	}
-	_, err = c.rw.Write(b)
-	return err
+	return c.out.send(c.rw, f, max)
 }
 
 // do sends one call and waits for its answer, decoding a result into out.

@@ -34,8 +34,10 @@
 // error wrapping ErrFrameAuth and never reads another frame from it; the
 // client then fails every call in flight with ErrStreamClosed. A frame that
 // stays half-received longer than the client's stall timeout fails the
-// stream the same way. See docs/security.md ("Control-stream integrity")
-// for the threat: the workspace's commands run as the executor's user.
+// stream the same way; bytes the client has read ahead (it reads up to
+// 64 KiB at a time) count as the start of the next frame. See
+// docs/security.md ("Control-stream integrity") for the threat: the
+// workspace's commands run as the executor's user.
 //
 // Genuine frames larger than the receiver's limit (DefaultMaxFrame unless
 // configured) are skipped whole and answered with a connection-level error

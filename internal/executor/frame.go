@@ -1,11 +1,13 @@
 package executor
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 )
 
 // Version is the protocol version spoken by this package. Version 2 added
@@ -54,33 +56,117 @@ var (
 	ErrMalformedFrame = errors.New("malformed frame")
 )
 
+// maxKeptBuffer bounds the frame buffers a stream keeps between frames
+// (its write buffer, its read buffer, its read-ahead): a larger frame gets a
+// buffer of its own that is dropped once the frame is written or read.
+const maxKeptBuffer = 64 << 10
+
 // EncodeFrame returns f with its length prefix, or an error wrapping
 // ErrFrameTooLarge when the body exceeds max bytes (max <= 0: no limit).
+// The body is what json.Marshal(f) gives.
 func EncodeFrame(f *Frame, max int) ([]byte, error) {
-	body, err := marshalFrame(f, max)
+	f, err := canonicalBody(f)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 4+len(body))
-	binary.BigEndian.PutUint32(out, uint32(len(body)))
-	copy(out[4:], body)
+	out, err := appendFrameJSON(make([]byte, 4, 4+frameSizeHint(f)), f)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFrameSize(len(out)-4, max); err != nil {
+		return nil, err
+	}
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 	return out, nil
 }
 
-// marshalFrame returns the JSON body of f, or an error wrapping
-// ErrFrameTooLarge when it exceeds max bytes (max <= 0: no limit).
-func marshalFrame(f *Frame, max int) ([]byte, error) {
-	body, err := json.Marshal(f)
+// checkFrameSize returns an error wrapping ErrFrameTooLarge when a JSON
+// body of n bytes exceeds max (max <= 0: no limit) or the length prefix.
+func checkFrameSize(n, max int) error {
+	if max > 0 && n > max {
+		return fmt.Errorf("encode frame: %w: %d bytes, the limit is %d bytes", ErrFrameTooLarge, n, max)
+	}
+	if uint64(n) > 1<<32-1 {
+		return fmt.Errorf("encode frame: %w: %d bytes", ErrFrameTooLarge, n)
+	}
+	return nil
+}
+
+// canonicalBody returns f, or a copy of f whose Body is compacted and
+// escaped the way json.Marshal embeds a json.RawMessage, so that
+// appendFrameJSON can append it as is. It fails on a Body that is not JSON,
+// as json.Marshal(f) does.
+func canonicalBody(f *Frame) (*Frame, error) {
+	if len(f.Body) == 0 {
+		return f, nil
+	}
+	body, err := json.Marshal(f.Body)
 	if err != nil {
-		return nil, fmt.Errorf("encode frame: %w", err)
+		return nil, fmt.Errorf("encode frame body: %w", err)
 	}
-	if max > 0 && len(body) > max {
-		return nil, fmt.Errorf("encode frame: %w: %d bytes, the limit is %d bytes", ErrFrameTooLarge, len(body), max)
+	c := *f
+	c.Body = body
+	return &c, nil
+}
+
+// frameSizeHint is about the size of f's JSON body.
+func frameSizeHint(f *Frame) int {
+	return 64 + len(f.Op) + len(f.Body) + base64.StdEncoding.EncodedLen(len(f.Data))
+}
+
+// appendFrameJSON appends the JSON body of f to dst: the bytes json.Marshal(f)
+// gives, written field by field without reflection. f.Body is appended as
+// is, so it must be empty or as json.Marshal writes JSON (compact, HTML
+// characters escaped): what mustJSON returns, or what canonicalBody makes.
+func appendFrameJSON(dst []byte, f *Frame) ([]byte, error) {
+	dst = append(dst, '{')
+	if f.ID != 0 {
+		dst = append(dst, `"id":`...)
+		dst = strconv.AppendUint(dst, f.ID, 10)
+		dst = append(dst, ',')
 	}
-	if uint64(len(body)) > 1<<32-1 {
-		return nil, fmt.Errorf("encode frame: %w: %d bytes", ErrFrameTooLarge, len(body))
+	dst = append(dst, `"kind":`...)
+	dst = appendJSONString(dst, f.Kind)
+	if f.Op != "" {
+		dst = append(dst, `,"op":`...)
+		dst = appendJSONString(dst, f.Op)
 	}
-	return body, nil
+	if len(f.Body) > 0 {
+		dst = append(dst, `,"body":`...)
+		dst = append(dst, f.Body...)
+	}
+	if f.Error != nil {
+		e, err := json.Marshal(f.Error)
+		if err != nil {
+			return dst, fmt.Errorf("encode frame error: %w", err)
+		}
+		dst = append(dst, `,"error":`...)
+		dst = append(dst, e...)
+	}
+	if len(f.Data) > 0 {
+		dst = append(dst, `,"data":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, f.Data)
+		dst = append(dst, '"')
+	}
+	if f.EOF {
+		dst = append(dst, `,"eof":true`...)
+	}
+	return append(dst, '}'), nil
+}
+
+// appendJSONString appends s as a JSON string, as json.Marshal writes it.
+// Kinds and ops are short ASCII words and are appended directly; anything
+// else goes through json.Marshal.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always encodes
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // DecodeFrame decodes and validates the JSON body of one frame. Errors wrap

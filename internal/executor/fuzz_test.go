@@ -17,6 +17,12 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, '{'})
 	f.Add([]byte{0, 0, 0})
 	f.Add(append(frameBytes(`{"id":4,"kind":"cancel"}`), frameBytes(`{"kind":"hello"}`)...))
+	for _, tt := range encodingCases() {
+		if enc, err := EncodeFrame(tt.frame, 1<<16); err == nil {
+			f.Add(enc)
+		}
+	}
+	key := bytes.Repeat([]byte{4}, KeySize)
 	const max = 1 << 16
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
@@ -31,10 +37,14 @@ func FuzzDecodeFrame(f *testing.F) {
 				}
 				return
 			}
-			// A decoded frame re-encodes to a frame that decodes identically.
+			// A decoded frame re-encodes to the bytes json.Marshal gives,
+			// and to a frame that decodes identically, plain and sealed.
 			enc, err := EncodeFrame(fr, 0)
 			if err != nil {
 				t.Fatalf("EncodeFrame of a decoded frame: %v", err)
+			}
+			if ref, err := referenceEncodeFrame(fr); err != nil || !bytes.Equal(enc, ref) {
+				t.Fatalf("EncodeFrame differs from json.Marshal (%v):\n%q\n%q", err, enc, ref)
 			}
 			back, err := ReadFrame(bytes.NewReader(enc), 0)
 			if err != nil {
@@ -44,6 +54,21 @@ func FuzzDecodeFrame(f *testing.F) {
 			b, _ := json.Marshal(back)
 			if !bytes.Equal(a, b) {
 				t.Fatalf("round trip changed the frame:\n%s\n%s", a, b)
+			}
+			canon, err := canonicalBody(fr)
+			if err != nil {
+				t.Fatalf("canonicalBody of a decoded frame: %v", err)
+			}
+			var wire bytes.Buffer
+			if err := (&sealer{key: key, dir: serverToClient}).write(&wire, canon, 0); err != nil {
+				t.Fatalf("seal a decoded frame: %v", err)
+			}
+			opened, err := (&opener{key: key, dir: serverToClient}).read(&wire, 0)
+			if err != nil {
+				t.Fatalf("sealed round trip: %v", err)
+			}
+			if c, _ := json.Marshal(opened); !bytes.Equal(a, c) {
+				t.Fatalf("sealed round trip changed the frame:\n%s\n%s", a, c)
 			}
 		}
 	})

@@ -37,7 +37,7 @@ type served struct {
 	client io.ReadWriteCloser
 }
 
-func serve(t *testing.T, opts ServeOptions, envOpts ...localenv.Option) *served {
+func serve(t testing.TB, opts ServeOptions, envOpts ...localenv.Option) *served {
 	t.Helper()
 	root := t.TempDir()
 	env, err := localenv.New(root, envOpts...)
@@ -69,7 +69,7 @@ func serve(t *testing.T, opts ServeOptions, envOpts ...localenv.Option) *served 
 	return s
 }
 
-func newClient(t *testing.T, s *served, opts ...ClientOption) *Client {
+func newClient(t testing.TB, s *served, opts ...ClientOption) *Client {
 	t.Helper()
 	c, err := NewClientContext(t.Context(), s.client, opts...)
 	if err != nil {

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,9 +61,12 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, env tool.ExecutionEnvi
 	// accepted hello is already read as an authenticated one.
 	frames := make(chan readResult)
 	go func() {
+		// Read ahead: most frames are small, and one read of the stream
+		// often holds several.
+		br := bufio.NewReaderSize(r, maxKeptBuffer)
 		var in *opener
 		for {
-			f, err := in.next(r, s.max)
+			f, err := in.next(br, s.max)
 			select {
 			case frames <- readResult{f, err}:
 			case <-ctx.Done():
@@ -385,14 +389,7 @@ func (s *server) call(ctx context.Context, f *Frame) (resp *Frame) {
 func (s *server) send(f *Frame) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	b, err := s.out.encode(f, s.max)
-	if err != nil {
-		return err
-	}
-	if _, err := s.w.Write(b); err != nil {
-		return fmt.Errorf("write frame: %w", err)
-	}
-	return nil
+	return s.out.send(s.w, f, s.max)
 }
 
 func mustJSON(v any) json.RawMessage {
