@@ -84,6 +84,9 @@ type options struct {
 	// reportUnserved is how long a session of a class no install serves
 	// waits before this install says so on it (0: never).
 	reportUnserved time.Duration
+	// statusInterval is how often, at most, a session's progress-only
+	// status changes are written (0: every change at once).
+	statusInterval time.Duration
 	// prices is the price table: the built-in one, overridden by --prices-file.
 	prices *pricing.Table
 	// Replicas (issue 21): shardSessions spreads the sessions over every
@@ -139,6 +142,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.install, "install-id", os.Getenv("POD_NAMESPACE"), "Identity of this install in session claims, shared by its replicas (the chart sets namespace/release).")
 	fs.DurationVar(&o.claimDuration, "session-claim-duration", claim.DefaultDuration, "How long a session's claim lasts without renewal; another install takes a session over only after it.")
 	fs.DurationVar(&o.reportUnserved, "report-unserved-after", time.Minute, "Report AgentSessions of other classes that no install took up this long after their creation (phase Pending, condition Accepted=False/ClassNotServed, a Warning Event); 0 disables.")
+	fs.DurationVar(&o.statusInterval, "status-interval", agentsession.DefaultStatusInterval, "How often, at most, a running session's progress-only status changes (counters, tokens, cost, result, plan, status.children and the tree figures) are written; phase and condition changes and a session's end are written at once. 0 writes every change.")
 	fs.BoolVar(&o.shardSessions, "shard-sessions", false, "Every replica drives a share of the sessions (rendezvous hashing over the replicas' membership Leases) instead of the leader driving all; needs --nats-url (one journal for all replicas). Leader election, if on, then covers only the warm pools.")
 	fs.DurationVar(&o.replicaLease, "replica-lease-duration", shard.DefaultDuration, "With --shard-sessions: how long a replica stays a member without renewing its membership Lease.")
 	fs.StringVar(&o.replicaNamespace, "replica-namespace", os.Getenv("POD_NAMESPACE"), "With --shard-sessions: the namespace of the replicas' membership Leases (the release namespace).")
@@ -167,6 +171,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.reportUnserved < 0 {
 		return o, fmt.Errorf("--report-unserved-after %s: want 0 (never) or more", o.reportUnserved)
+	}
+	if o.statusInterval < 0 {
+		return o, fmt.Errorf("--status-interval %s: want 0 (every change at once) or more", o.statusInterval)
 	}
 	if o.claimDuration < 3*time.Second {
 		return o, fmt.Errorf("--session-claim-duration %s: want at least 3s", o.claimDuration)
@@ -264,7 +271,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	pool, err := k8senv.NewPool(k8senv.Config{REST: mgr.GetConfig(), Log: ctrl.Log.WithName("k8senv"),
-		OnReconnect: metricsRec.ExecStreamReconnected})
+		OnReconnect: metricsRec.ExecStreamReconnected, OnOpen: metricsRec.SessionStartStage})
 	if err != nil {
 		return fmt.Errorf("new exec pool: %w", err)
 	}
@@ -312,6 +319,7 @@ func run(ctx context.Context, o options) error {
 		Observers:    []runner.Observer{tracer, metricsRec},
 		JournalState: metricsRec.SetJournalAvailable,
 		LLMRetries:   metricsRec.LLMRetryHook,
+		StartStage:   metricsRec.SessionStartStage,
 	})
 	if err != nil {
 		return err
@@ -329,6 +337,7 @@ func run(ctx context.Context, o options) error {
 		Sharded: o.shardSessions}
 	rec.Class = o.sessionClass
 	rec.ReportUnservedAfter = o.reportUnserved
+	rec.StatusInterval = o.statusInterval
 	rec.Metrics = metricsRec
 	if o.shardSessions {
 		m := &shard.Membership{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.replicaNamespace,

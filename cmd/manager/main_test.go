@@ -108,6 +108,17 @@ func TestParseFlags(t *testing.T) {
 			}
 		}},
 		{"negative unserved grace", []string{"--report-unserved-after=-1s"}, "--report-unserved-after -1s", nil},
+		{"status writes coalesced over 5s by default", nil, "", func(t *testing.T, o options) {
+			if o.statusInterval != 5*time.Second {
+				t.Errorf("statusInterval = %s, want 5s", o.statusInterval)
+			}
+		}},
+		{"status written at every change", []string{"--status-interval=0"}, "", func(t *testing.T, o options) {
+			if o.statusInterval != 0 {
+				t.Errorf("statusInterval = %s, want 0", o.statusInterval)
+			}
+		}},
+		{"negative status interval", []string{"--status-interval=-1s"}, "--status-interval -1s", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

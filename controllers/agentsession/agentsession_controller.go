@@ -91,8 +91,16 @@ type Reconciler struct {
 	// controller runs on every replica (no leader election). It needs Claims,
 	// with Sharded set, so that no replica takes another's live claim.
 	Shard ShardRing
+	// StatusInterval is how often, at most, a session's progress-only status
+	// changes (counters, tokens, cost, result, plan, status.children and
+	// the tree figures) are written; phase and condition changes and a session's end
+	// are written at once (see statuswrites.go). 0 writes every change at once.
+	StatusInterval time.Duration
 
 	pools *pools
+
+	// writes remembers each session's last status write (StatusInterval).
+	writes statusWrites
 
 	// foreign remembers the last foreign holder announced per session, so
 	// the OwnedElsewhere Event is recorded once per holder.
@@ -159,8 +167,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ofClass := predicate.NewPredicateFuncs(r.watched)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.AgentSession{}, builder.WithPredicates(ofClass)).
+		// A session without a phase goes ahead of the work under way (firstpriority.go).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &agentsv1.AgentSession{}, firstStatusHandler(),
+			predicate.NewTypedPredicateFuncs(func(s *agentsv1.AgentSession) bool { return r.watched(s) }))).
 		Owns(&corev1.Pod{}, builder.WithPredicates(managed)).
-		Owns(&agentsv1.AgentSession{}). // children wake their parent (status.children)
+		// Children wake their parent (status.children): at once on a phase
+		// change, within StatusInterval for their tree figures (parentwake.go).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &agentsv1.AgentSession{}, parentWakeHandler(r.StatusInterval))).
 		WatchesRawSource(source.Channel(r.updates, &handler.TypedEnqueueRequestForObject[*agentsv1.AgentSession]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles,
 			// Sharded, every replica drives its share; else only the leader drives.
@@ -189,6 +202,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	s := &agentsv1.AgentSession{}
 	if err := r.Client.Get(ctx, req.NamespacedName, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.writes.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if s.Labels[agentsv1.LabelClass] != r.Class {
@@ -228,18 +244,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err == nil {
 		s.Status.ObservedGeneration = s.Generation
 	}
+	var deferred ctrl.Result
 	if !equality.Semantic.DeepEqual(base.Status, s.Status) {
-		// A merge patch of the status subresource with the resourceVersion
-		// read: the controller is the only writer of status, and a reconcile
-		// that read a stale copy gets a conflict instead of overwriting newer
-		// state (conditions are replaced as a whole).
-		if perr := r.Client.Status().Patch(ctx, s, lockedMergeFrom(base)); perr != nil {
-			if apierrors.IsConflict(perr) && err == nil {
-				return ctrl.Result{Requeue: true}, nil
+		wait := time.Duration(0)
+		if p := obs.progress; p == nil || !p.Done { // an ended runner's last word is written before Forget
+			wait = r.writes.wait(req.NamespacedName, &base.Status, &s.Status, now.Time, r.StatusInterval)
+		}
+		if wait > 0 {
+			// Progress only, written recently: not now. The runner keeps
+			// its progress, so the reconcile after wait writes what it
+			// knows then. Status stays as read, for what follows.
+			s.Status = base.Status
+			deferred = ctrl.Result{RequeueAfter: wait, Priority: ptr.To(handler.LowPriority)}
+		} else {
+			// A merge patch of the status subresource with the resourceVersion
+			// read: the controller is the only writer of status, and a reconcile
+			// that read a stale copy gets a conflict instead of overwriting newer
+			// state (conditions are replaced as a whole).
+			if perr := r.Client.Status().Patch(ctx, s, lockedMergeFrom(base)); perr != nil {
+				if apierrors.IsConflict(perr) && err == nil {
+					return ctrl.Result{Requeue: true}, nil
+				}
+				return ctrl.Result{}, errors.Join(err, fmt.Errorf("patch status: %w", perr))
 			}
-			return ctrl.Result{}, errors.Join(err, fmt.Errorf("patch status: %w", perr))
+			r.writes.wrote(req.NamespacedName, &s.Status, now.Time)
 		}
 	}
+	res = lowestResult(res, deferred)
 	r.recordTransition(base, s)
 	if p := obs.progress; p != nil && p.Done {
 		// Status now holds what the ended runner knew: forget it. A message
@@ -593,6 +624,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *agentsv1.AgentSession) (ct
 		return ctrl.Result{}, err
 	}
 	r.pools.forget(s.UID)
+	r.writes.forget(client.ObjectKeyFromObject(s))
 	base := s.DeepCopy()
 	controllerutil.RemoveFinalizer(s, agentsv1.Finalizer)
 	if err := r.Client.Patch(ctx, s, lockedMergeFrom(base)); client.IgnoreNotFound(err) != nil {

@@ -14,4 +14,11 @@
 // Classes: the reconciler drives only the sessions of its Class; a session of
 // another class that no install took up within ReportUnservedAfter is marked
 // Pending with Accepted=False/ClassNotServed (see unserved.go).
+//
+// Work-queue priority and write volume: a session without a phase is
+// enqueued at FirstStatusPriority, ahead of the work of the sessions under way
+// (firstpriority.go); progress-only status changes are written at most once
+// per StatusInterval while phase and condition changes go at once
+// (statuswrites.go); a child wakes its parent at once only when it is created,
+// deleted or changes phase (parentwake.go).
 package agentsession

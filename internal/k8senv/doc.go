@@ -20,6 +20,10 @@
 //
 // Before opening every stream the pod is read and checked against an
 // Expect (labels, owner UID) and must be Running with the container running.
+// An environment expecting what the stream was opened for does not read the
+// pod again; one expecting something else reads and checks it once per
+// stream. Env.Open opens the stream ahead of the first call; Config.OnOpen
+// is told how long the pod check and the exec handshake took.
 //
 // The per-call mode opens one exec per call, like `kubectl exec`; it exists
 // for comparison in benchmarks.

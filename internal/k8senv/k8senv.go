@@ -118,7 +118,19 @@ type Config struct {
 	// OnReconnect, if set, is called with the pod's namespace each time a
 	// stream that had broken was opened again.
 	OnReconnect func(namespace string)
+	// OnOpen, if set, is told how long each stage of opening a stream took
+	// (StagePodCheck, then StageExecHandshake), for streams that opened.
+	OnOpen func(stage string, d time.Duration)
 }
+
+// Stages of opening a stream, as reported to Config.OnOpen.
+const (
+	// StagePodCheck is reading and checking the pod.
+	StagePodCheck = "pod_check"
+	// StageExecHandshake is opening the exec stream and the executor's
+	// version handshake (its hello).
+	StageExecHandshake = "exec_handshake"
+)
 
 // Pool shares exec streams between environments using the same pod. It is
 // safe for concurrent use.
@@ -293,10 +305,12 @@ func (p *Pool) openRetrying(ctx context.Context, t Target) (*executor.Client, er
 func (p *Pool) open(ctx context.Context, t Target) (*executor.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
+	start := time.Now()
 	container, err := p.checkPod(dctx, t)
 	if err != nil {
 		return nil, err
 	}
+	checked := time.Now()
 	cmd := append([]string{p.cfg.SidecarPath, "serve", "--root", p.cfg.Root}, p.cfg.ServeArgs...)
 	ex, err := p.executor(t, container, cmd)
 	if err != nil {
@@ -337,6 +351,10 @@ func (p *Pool) open(ctx context.Context, t Target) (*executor.Client, error) {
 		return nil, fmt.Errorf("open executor stream to %s: %w", t.key(), err)
 	}
 	p.cfg.Log.V(1).Info("exec stream opened", "pod", t.key(), "container", container)
+	if f := p.cfg.OnOpen; f != nil {
+		f(StagePodCheck, checked.Sub(start))
+		f(StageExecHandshake, time.Since(checked))
+	}
 	return c, nil
 }
 

@@ -33,6 +33,7 @@ var allMetrics = []string{
 	"agent_operator_session_duration_seconds",
 	"agent_operator_session_list_errors_total",
 	"agent_operator_session_phase_max_age_seconds",
+	"agent_operator_session_start_stage_seconds",
 	"agent_operator_sessions",
 	"agent_operator_sessions_driven",
 	"agent_operator_sessions_ended_total",

@@ -18,6 +18,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,7 @@ type Recorder struct {
 	journalUp      prometheus.Gauge
 	warmPods       *prometheus.GaugeVec
 	warmClaims     *prometheus.CounterVec
+	startStages    *prometheus.HistogramVec
 
 	mu         sync.Mutex
 	calls      map[string]*callState // by session, see observe.go
@@ -136,11 +138,14 @@ func New(reg prometheus.Registerer, prices *pricing.Table) (*Recorder, error) {
 		warmClaims: counterVec("warm_pool_claims_total",
 			"Sessions that could start in a warm-pool pod, by namespace and result (claimed, or miss when no pod was free).",
 			"namespace", "result"),
+		startStages: histogramVec("session_start_stage_seconds",
+			"Duration of the stages of a session's start, by stage: runner_claim (runner picks the session up until it holds its claim), build (LLM client, tools and loop built), pod_check and exec_handshake (opening the workspace pod's exec stream), first_tool_call (the first tool call), runner_to_first_tool (runner pickup to the first tool result).",
+			[]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}, "stage"),
 	}
 	for _, c := range []prometheus.Collector{
 		r.tokens, r.cost, r.unpriced, r.llmCalls, r.llmLatency, r.llmErrors, r.llmRetries, r.clientRetries,
 		r.turns, r.toolCalls, r.toolLatency, r.ended, r.duration, r.execReconnects, r.publish,
-		r.journalUp, r.warmPods, r.warmClaims,
+		r.journalUp, r.warmPods, r.warmClaims, r.startStages,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
@@ -237,4 +242,27 @@ func (r *Recorder) WarmPoolClaim(namespace string, claimed bool) {
 		result = "claimed"
 	}
 	r.warmClaims.WithLabelValues(namespace, result).Inc()
+}
+
+// Start stages: the stage label values of session_start_stage_seconds.
+const (
+	StageRunnerClaim       = "runner_claim"
+	StageBuild             = "build"
+	StagePodCheck          = "pod_check"
+	StageExecHandshake     = "exec_handshake"
+	StageFirstToolCall     = "first_tool_call"
+	StageRunnerToFirstTool = "runner_to_first_tool"
+)
+
+// startStages are the stage label values; any other stage is "other".
+var startStages = []string{StageRunnerClaim, StageBuild, StagePodCheck, StageExecHandshake,
+	StageFirstToolCall, StageRunnerToFirstTool}
+
+// SessionStartStage records that stage of a session's start took d
+// (runner.Options.StartStage, k8senv.Config.OnOpen).
+func (r *Recorder) SessionStartStage(stage string, d time.Duration) {
+	if !slices.Contains(startStages, stage) {
+		stage = other
+	}
+	r.startStages.WithLabelValues(stage).Observe(max(d, 0).Seconds())
 }

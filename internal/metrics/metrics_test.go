@@ -579,3 +579,36 @@ func TestConcurrentSessions(t *testing.T) {
 		}
 	}
 }
+
+// Start stages are observed by stage; a stage outside the known set is
+// "other", so a caller cannot grow the number of series.
+func TestSessionStartStage(t *testing.T) {
+	buckets := []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+	cases := []struct {
+		name    string
+		observe map[string][]time.Duration
+		want    map[string][]float64
+	}{
+		{"known stages", map[string][]time.Duration{
+			StageRunnerClaim:   {2 * time.Millisecond},
+			StageExecHandshake: {20 * time.Millisecond, 40 * time.Millisecond},
+		}, map[string][]float64{`stage="runner_claim"`: {0.002}, `stage="exec_handshake"`: {0.02, 0.04}}},
+		{"unknown stage is other", map[string][]time.Duration{"made_up": {time.Second}},
+			map[string][]float64{`stage="other"`: {1}}},
+		{"negative is zero", map[string][]time.Duration{StageBuild: {-time.Second}},
+			map[string][]float64{`stage="build"`: {0}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, reg := newRecorder(t)
+			for stage, ds := range tc.observe {
+				for _, d := range ds {
+					r.SessionStartStage(stage, d)
+				}
+			}
+			assertExposition(t, reg, map[string]string{
+				"agent_operator_session_start_stage_seconds": histogram("agent_operator_session_start_stage_seconds", buckets, tc.want),
+			})
+		})
+	}
+}

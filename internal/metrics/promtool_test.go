@@ -57,6 +57,7 @@ func populated(t *testing.T) *prometheus.Registry {
 	r.SetWarmPoolPods("team-a", 2)
 	r.WarmPoolClaim("team-a", true)
 	r.LLMRetryHook("anthropic")(1, nil, 0)
+	r.SessionStartStage(StageExecHandshake, 4*time.Millisecond)
 	if err := r.CollectSessions(func() ([]SessionPhase, error) {
 		return []SessionPhase{{Namespace: "team-a", Phase: "Running", Since: t0}}, nil
 	}); err != nil {

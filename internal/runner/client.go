@@ -84,8 +84,9 @@ func ProviderClients(_ context.Context, cfg ClientConfig) (loop.Client, error) {
 
 // clientConfig resolves the API key or the script of a session. It reads the
 // Secret and ConfigMap with reader (the manager's uncached API reader, so the
-// manager needs only get on them).
-func clientConfig(ctx context.Context, reader client.Reader, s *agentsv1.AgentSession) (ClientConfig, error) {
+// manager needs only get on them); scripts are parsed once per ConfigMap
+// revision (scripts).
+func clientConfig(ctx context.Context, reader client.Reader, scripts *scriptCache, s *agentsv1.AgentSession) (ClientConfig, error) {
 	m := s.Spec.Model
 	cfg := ClientConfig{Provider: string(m.Provider), Model: m.Name, BaseURL: m.BaseURL}
 	if ref := m.APIKeySecretRef; ref != nil {
@@ -103,21 +104,13 @@ func clientConfig(ctx context.Context, reader client.Reader, s *agentsv1.AgentSe
 		cfg.APIKey = string(key)
 	}
 	if ref := m.ScriptConfigMapRef; ref != nil {
-		var cm corev1.ConfigMap
-		if err := reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ref.Name}, &cm); err != nil {
-			return cfg, fmt.Errorf("%w: get script configmap %s: %w", ErrConfig, ref.Name, err)
-		}
 		key := ref.Key
 		if key == "" {
 			key = "script.yaml"
 		}
-		data, ok := cm.Data[key]
-		if !ok {
-			return cfg, fmt.Errorf("%w: configmap %s has no key %q", ErrConfig, ref.Name, key)
-		}
-		script, err := scripted.Parse([]byte(data))
+		script, err := scripts.script(ctx, reader, s.Namespace, ref.Name, key)
 		if err != nil {
-			return cfg, fmt.Errorf("%w: configmap %s: %w", ErrConfig, ref.Name, err)
+			return cfg, err
 		}
 		cfg.Script = script
 	}

@@ -93,6 +93,11 @@ type Options struct {
 	// LLMRetries, if set, returns the OnRetry hook of a provider's clients
 	// (metrics.Recorder.LLMRetryHook).
 	LLMRetries func(provider string) func(attempt int, err error, wait time.Duration)
+	// StartStage, if set, is told how long each stage of a runner's start
+	// took (StageRunnerClaim, StageBuild, StageFirstToolCall,
+	// StageRunnerToFirstTool), each at most once per runner; it must not
+	// block.
+	StartStage func(stage string, d time.Duration)
 }
 
 // DefaultMaxConcurrentRestores is the default of Options.MaxConcurrentRestores.
@@ -131,6 +136,10 @@ type Runner struct {
 
 	// budgets is the spend of the session trees this runner drives.
 	budgets *budget.Ledger
+
+	// scripts are the parsed scripts of the scripted provider, shared by
+	// the sessions of one ConfigMap revision.
+	scripts *scriptCache
 
 	mu       sync.Mutex
 	sessions map[types.UID]*session
@@ -171,7 +180,8 @@ func New(opts Options) (*Runner, error) {
 		opts.OutageBackoff.Max = max(2*time.Minute, opts.OutageBackoff.Initial)
 	}
 	r := &Runner{opts: opts, sessions: map[types.UID]*session{}, pods: map[types.NamespacedName]int{},
-		restores: make(chan struct{}, opts.MaxConcurrentRestores), budgets: budget.New()}
+		restores: make(chan struct{}, opts.MaxConcurrentRestores), budgets: budget.New(),
+		scripts: newScriptCache(DefaultScriptCacheSize)}
 	if opts.Client != nil {
 		w, err := newChildWatch(context.Background(), opts.Informers)
 		if err != nil {

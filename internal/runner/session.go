@@ -73,6 +73,13 @@ type session struct {
 	// superOnce makes the workspace's first refusal of this driver stop the
 	// session; later refusals only fail their calls.
 	superOnce sync.Once
+	// pickup is when this runner started; the start stages count from it
+	// (start.go).
+	pickup time.Time
+	// ahead is the workspace environment built (and opening) once the
+	// claim is held, or aheadErr why it could not be built (start.go).
+	ahead    tool.ExecutionEnvironment
+	aheadErr error
 }
 
 func newSession(r *Runner, obj *agentsv1.AgentSession, pod string) *session {
@@ -202,6 +209,7 @@ func (s *session) notify(urgent bool) {
 
 // run is the goroutine of the session.
 func (s *session) run() {
+	s.pickup = time.Now()
 	defer func() {
 		s.mu.Lock()
 		s.prog.Done = true
@@ -235,15 +243,22 @@ func (s *session) run() {
 			}
 		}()
 	}
+	s.stage(StageRunnerClaim, time.Since(s.pickup))
 	if !s.r.acquireRestore(s.ctx) {
 		return // stopped while waiting for a restore slot
 	}
+	// The exec stream opens while the loop is built (start.go). After the
+	// restore slot, so a burst of starts (a wide fan-out) opens its streams
+	// no faster than it builds its loops.
+	s.openAhead()
+	built := time.Now()
 	sess, dj, replayed, err := s.build(s.ctx)
 	s.r.releaseRestore()
 	if err != nil {
 		s.buildFailed(err)
 		return
 	}
+	s.stage(StageBuild, time.Since(built))
 	s.restored(replayed)
 	defer s.joinBudget(s.ctx)() // after the replay: it knows what was spent
 	s.changesBaseline()         // issue 17: before any input runs (changes.go)
@@ -280,7 +295,7 @@ func (s *session) claim() (*claim.Claim, bool) {
 
 // build creates the LLM client, environment, profile, journal and loop.
 func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop.Event, error) {
-	cc, err := clientConfig(ctx, s.r.opts.Reader, s.obj)
+	cc, err := clientConfig(ctx, s.r.opts.Reader, s.r.scripts, s.obj)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -299,9 +314,9 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	env, err := s.r.opts.Envs(ctx, s.obj, s.pod, s.driver)
+	env, err := s.workspaceEnv() // built, and opening, since the claim (start.go)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("open workspace environment: %w", err)
+		return nil, nil, nil, err
 	}
 	// A workspace that has seen a newer driver of the session refuses this
 	// one's calls: stop at once, like a fenced journal (owner.go).
@@ -488,6 +503,7 @@ func (s *session) restored(replayed []loop.Event) {
 func (s *session) consume(evs <-chan loop.Event, done chan<- struct{}) {
 	defer close(done)
 	info := sessionInfo(s.obj)
+	var first firstTool
 	for ev := range evs {
 		s.mu.Lock()
 		if s.mode == stopDetach {
@@ -519,6 +535,7 @@ func (s *session) consume(evs <-chan loop.Event, done chan<- struct{}) {
 		}
 		changed = changed || s.prog.Phase != before
 		s.mu.Unlock()
+		first.see(s, ev) // the start stages of the first tool call (start.go)
 		if ev.Kind == loop.EventAssistantTextEnd && ev.Data.Usage != nil {
 			// The ledger ends the session whose tree budget this crosses.
 			s.r.budgets.Charge(ledgerID(s.obj.Namespace, s.obj.Name), s.spendOf(*ev.Data.Usage))

@@ -1,0 +1,109 @@
+package agentsession
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+)
+
+// DefaultStatusInterval is how often, at most, a session's progress-only
+// status changes are written (--status-interval).
+const DefaultStatusInterval = 5 * time.Second
+
+// deferStatus decides when the status change from old to new is written: 0
+// for at once, else how long to wait. Only a progress-only change waits:
+// counters, tokens, cost, result text, plan, context and working time, the
+// event sequence, status.children and childrenSummary (the children's tree
+// figures and phases). A change of anything else (phase, conditions,
+// messages delivered, pod, ...)
+// and a final phase are written at once, and so is any change when interval
+// is 0 or nothing was written yet (lastWrite zero). A progress change waits
+// until interval has passed since lastWrite, and never longer than interval,
+// whatever the clock did (now before lastWrite: the clock stepped back).
+func deferStatus(old, new *agentsv1.AgentSessionStatus, lastWrite, now time.Time, interval time.Duration) time.Duration {
+	if interval <= 0 || lastWrite.IsZero() || new.Phase.IsFinal() || !progressOnly(old, new) {
+		return 0
+	}
+	since := now.Sub(lastWrite)
+	switch {
+	case since < 0:
+		return interval // the clock stepped back: one interval, never more
+	case since >= interval:
+		return 0
+	}
+	return interval - since
+}
+
+// progressOnly reports whether old and new differ only in progress fields.
+func progressOnly(old, new *agentsv1.AgentSessionStatus) bool {
+	return equality.Semantic.DeepEqual(withoutProgress(old), withoutProgress(new))
+}
+
+// withoutProgress returns a copy of st with the progress fields cleared:
+// what is left is what is written at once when it changes.
+func withoutProgress(st *agentsv1.AgentSessionStatus) *agentsv1.AgentSessionStatus {
+	c := st.DeepCopy()
+	c.Turns, c.ToolCalls, c.Usage = 0, 0, agentsv1.Usage{}
+	c.Cost, c.TreeCost, c.TreeTokens = "", "", 0
+	c.Result, c.ResultTruncated = "", false
+	c.LastEventSequence, c.WorkingTime = 0, nil
+	c.Context, c.Plan = nil, nil
+	// The children's list and summary too, their phases included: they
+	// change with every child of a fan-out, and the parent's own decisions
+	// read the children, not this list (a child's phase change still wakes
+	// the parent at once, see parentwake.go).
+	c.Children, c.ChildrenSummary = nil, nil
+	return c
+}
+
+// statusWrites remembers when each session's status was last written, for
+// deferStatus. A session is forgotten once it ended or was deleted.
+type statusWrites struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]time.Time
+}
+
+// wait is deferStatus for the session key. A clock found to have stepped
+// back is taken as the last write, so the wait stays one interval.
+func (w *statusWrites) wait(key types.NamespacedName, old, new *agentsv1.AgentSessionStatus, now time.Time, interval time.Duration) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last := w.last[key]
+	if now.Before(last) {
+		w.last[key] = now
+	}
+	return deferStatus(old, new, last, now, interval)
+}
+
+// wrote records a status write of the session key at now; a session that
+// ended is forgotten instead (its next write, if any, is not deferred).
+func (w *statusWrites) wrote(key types.NamespacedName, st *agentsv1.AgentSessionStatus, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st.Phase.IsFinal() {
+		delete(w.last, key)
+		return
+	}
+	if w.last == nil {
+		w.last = map[types.NamespacedName]time.Time{}
+	}
+	w.last[key] = now
+}
+
+// forget drops what is remembered of the session key.
+func (w *statusWrites) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.last, key)
+}
+
+// size is the number of sessions remembered.
+func (w *statusWrites) size() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.last)
+}
