@@ -320,6 +320,8 @@ func run(ctx context.Context, o options) error {
 		JournalState: metricsRec.SetJournalAvailable,
 		LLMRetries:   metricsRec.LLMRetryHook,
 		StartStage:   metricsRec.SessionStartStage,
+		// Progress reaches the controller as often as it writes it (0: the runner's default).
+		NotifyInterval: o.statusInterval,
 	})
 	if err != nil {
 		return err
