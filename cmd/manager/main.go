@@ -84,6 +84,8 @@ type options struct {
 	// reportUnserved is how long a session of a class no install serves
 	// waits before this install says so on it (0: never).
 	reportUnserved time.Duration
+	// admissionWorkers is how many new sessions get their first status at once.
+	admissionWorkers int
 	// statusInterval is how often, at most, a session's progress-only
 	// status changes are written (0: every change at once).
 	statusInterval time.Duration
@@ -130,6 +132,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.maxSessions, "max-sessions-per-namespace", 0, "Concurrent top-level sessions per namespace; more wait Pending (QuotaExceeded). 0: unlimited. The namespace annotation agent-operator.dev/max-sessions can lower it.")
 	fs.BoolVar(&o.priorityQueue, "priority-queue", true, "Use controller-runtime's priority work queue: a newly created session is reconciled before the periodic requeues (quota polls) and the initial list of a restart.")
 	fs.IntVar(&o.reconcilers, "max-concurrent-reconciles", 4, "How many sessions the controller reconciles at once (each session by one worker at a time).")
+	fs.IntVar(&o.admissionWorkers, "admission-workers", agentsession.DefaultAdmissionWorkers, "How many new sessions get their first status (Pending) at once, by workers of their own, so a session created behind a burst is seen at once; 0 leaves first statuses to the --max-concurrent-reconciles workers.")
 	fs.StringVar(&o.sessionClass, "session-class", "", "Handle only the AgentSessions labelled agent-operator.dev/class=VALUE; empty handles the unlabelled ones (the default install).")
 	fs.Func("watch-namespaces", "Comma-separated namespaces whose AgentSessions this install handles (default: all).", func(v string) error {
 		for _, ns := range strings.Split(v, ",") {
@@ -171,6 +174,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.reportUnserved < 0 {
 		return o, fmt.Errorf("--report-unserved-after %s: want 0 (never) or more", o.reportUnserved)
+	}
+	if o.admissionWorkers < 0 {
+		return o, fmt.Errorf("--admission-workers %d: want 0 (none of their own) or more", o.admissionWorkers)
 	}
 	if o.statusInterval < 0 {
 		return o, fmt.Errorf("--status-interval %s: want 0 (every change at once) or more", o.statusInterval)
@@ -335,6 +341,7 @@ func run(ctx context.Context, o options) error {
 	rec.EventsPrefix = o.stream.Prefix
 	rec.MaxSessionsPerNamespace = o.maxSessions
 	rec.MaxConcurrentReconciles = o.reconcilers
+	rec.AdmissionWorkers = o.admissionWorkers
 	rec.Claims = &claim.Claims{Client: mgr.GetClient(), Reader: mgr.GetClient(), Me: me, Duration: o.claimDuration,
 		Sharded: o.shardSessions}
 	rec.Class = o.sessionClass

@@ -119,6 +119,17 @@ func TestParseFlags(t *testing.T) {
 			}
 		}},
 		{"negative status interval", []string{"--status-interval=-1s"}, "--status-interval -1s", nil},
+		{"first statuses by 16 workers of their own by default", nil, "", func(t *testing.T, o options) {
+			if o.admissionWorkers != 16 {
+				t.Errorf("admissionWorkers = %d, want 16", o.admissionWorkers)
+			}
+		}},
+		{"no admission workers", []string{"--admission-workers=0"}, "", func(t *testing.T, o options) {
+			if o.admissionWorkers != 0 {
+				t.Errorf("admissionWorkers = %d, want 0", o.admissionWorkers)
+			}
+		}},
+		{"negative admission workers", []string{"--admission-workers=-1"}, "--admission-workers -1", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -83,6 +83,10 @@ type Reconciler struct {
 	// two workers at once; across sessions the quota orders sessions by
 	// creation and warm pod claims are optimistic, so both hold with more.
 	MaxConcurrentReconciles int
+	// AdmissionWorkers is how many new sessions get their first status at
+	// once, by a controller of their own (admission.go); 0: only the main
+	// controller writes first statuses.
+	AdmissionWorkers int
 	// Metrics, if set, records ended sessions and the warm pools.
 	Metrics MetricsRecorder
 	// Shard, when set, shards the sessions among the install's replicas
@@ -163,6 +167,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}})
 	if err != nil {
 		return fmt.Errorf("setup agentsession controller: %w", err)
+	}
+	if r.AdmissionWorkers > 0 {
+		if err := (admission{r: r}).setup(mgr, r.AdmissionWorkers); err != nil {
+			return fmt.Errorf("setup admission controller: %w", err)
+		}
 	}
 	ofClass := predicate.NewPredicateFuncs(r.watched)
 	return ctrl.NewControllerManagedBy(mgr).

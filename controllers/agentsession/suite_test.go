@@ -185,6 +185,7 @@ func startManager(cfg *rest.Config) (func(), error) {
 	testRunner = run
 	rec.Images = suiteImages
 	rec.WarmPools = []WarmPool{{Namespace: warmPoolNamespace, Size: warmPoolSize}}
+	rec.AdmissionWorkers = 2 // first statuses by their own controller, as in the manager
 	if err := rec.SetupWithManager(mgr); err != nil {
 		cancel()
 		return nil, err
