@@ -119,9 +119,9 @@ func TestParseFlags(t *testing.T) {
 			}
 		}},
 		{"negative status interval", []string{"--status-interval=-1s"}, "--status-interval -1s", nil},
-		{"first statuses by 16 workers of their own by default", nil, "", func(t *testing.T, o options) {
-			if o.admissionWorkers != 16 {
-				t.Errorf("admissionWorkers = %d, want 16", o.admissionWorkers)
+		{"first statuses by 64 workers of their own by default", nil, "", func(t *testing.T, o options) {
+			if o.admissionWorkers != 64 {
+				t.Errorf("admissionWorkers = %d, want 64", o.admissionWorkers)
 			}
 		}},
 		{"no admission workers", []string{"--admission-workers=0"}, "", func(t *testing.T, o options) {

@@ -15,7 +15,7 @@ import (
 
 // DefaultAdmissionWorkers is how many new sessions get their first status
 // at once (--admission-workers).
-const DefaultAdmissionWorkers = 16
+const DefaultAdmissionWorkers = 64
 
 // admission writes the first status (Pending) of new sessions with workers
 // of its own, so a session created behind a burst is not queued behind the
