@@ -23,9 +23,11 @@ const DefaultAdmissionWorkers = 64
 // the main controller's few workers: a first status is one status patch,
 // cheap to run many at once. It makes no other change; the main controller
 // does the rest (finalizer, quota, NetworkPolicy, pod) on the reconcile the
-// status write wakes. Both controllers make the transition with the same
-// function (firstStatus): whichever comes second finds the phase set, or
-// gets a conflict and reads again.
+// status write wakes. With admission workers the main controller leaves
+// unphased sessions alone (two writers of one patch would make one of them
+// fail with a conflict for every new session); without, it writes the first
+// status itself. Either way the transition is made by one function,
+// firstStatus.
 type admission struct {
 	r *Reconciler
 }

@@ -73,3 +73,42 @@ func TestAdmissionWritesOnlyTheFirstStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestMainControllerLeavesFirstStatusToAdmission: with admission workers,
+// the main controller does nothing for a session without a phase (the
+// admission controller writes it; two writers of one patch would make one
+// fail with a conflict for every new session), and without them it writes
+// the first status itself.
+func TestMainControllerLeavesFirstStatusToAdmission(t *testing.T) {
+	const class = "admission-main-test"
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		workers   int
+		wantPhase agentsv1.Phase
+	}{
+		{"with admission workers", 2, ""},
+		{"without", 0, agentsv1.PhasePending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Reconciler{Client: testClient, Scheme: scheme.Scheme, Recorder: suiteRecorder, Runner: testRunner,
+				Images: suiteImages, EventsPrefix: "agents", Class: class, AdmissionWorkers: tc.workers,
+				Now: func() time.Time { return now }}
+			s := validSession(newNamespace(t))
+			s.Labels = map[string]string{agentsv1.LabelClass: class}
+			if err := testClient.Create(t.Context(), s); err != nil {
+				t.Fatalf("create session: %v", err)
+			}
+			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(s)}); err != nil {
+				t.Fatalf("reconcile: %v", err)
+			}
+			got := &agentsv1.AgentSession{}
+			if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(s), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Phase != tc.wantPhase || len(got.Finalizers) != 0 {
+				t.Errorf("phase %q finalizers %v, want phase %q and no finalizer", got.Status.Phase, got.Finalizers, tc.wantPhase)
+			}
+		})
+	}
+}

@@ -174,11 +174,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 	}
 	ofClass := predicate.NewPredicateFuncs(r.watched)
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&agentsv1.AgentSession{}, builder.WithPredicates(ofClass)).
-		// A session without a phase goes ahead of the work under way (firstpriority.go).
-		WatchesRawSource(source.Kind(mgr.GetCache(), &agentsv1.AgentSession{}, firstStatusHandler(),
-			predicate.NewTypedPredicateFuncs(func(s *agentsv1.AgentSession) bool { return r.watched(s) }))).
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&agentsv1.AgentSession{}, builder.WithPredicates(ofClass))
+	if r.AdmissionWorkers == 0 {
+		// This controller writes first statuses: a session without a phase
+		// goes ahead of the work under way (firstpriority.go).
+		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &agentsv1.AgentSession{}, firstStatusHandler(),
+			predicate.NewTypedPredicateFuncs(func(s *agentsv1.AgentSession) bool { return r.watched(s) })))
+	}
+	return b.
 		Owns(&corev1.Pod{}, builder.WithPredicates(managed)).
 		// Children wake their parent (status.children): at once on a phase
 		// change, within StatusInterval for their tree figures (parentwake.go).
@@ -229,6 +233,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.finalize(ctx, s)
 	}
 	if s.Status.Phase == "" {
+		if r.AdmissionWorkers > 0 {
+			// The admission controller writes it (admission.go), after the
+			// same checks as above; its write wakes this one.
+			return ctrl.Result{}, nil
+		}
 		return r.firstStatus(ctx, s)
 	}
 	if !controllerutil.ContainsFinalizer(s, agentsv1.Finalizer) {
