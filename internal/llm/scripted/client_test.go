@@ -3,6 +3,7 @@ package scripted
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -166,5 +167,22 @@ func TestMidStreamErrorComesAfterTheText(t *testing.T) {
 	}
 	if _, err := New(s, "m").Complete(t.Context(), conversation("hi")); llm.KindOf(err) != llm.KindServer {
 		t.Fatalf("Complete: %v", err)
+	}
+}
+
+// TestParseRefusesAnAliasBomb: a script is parsed by the manager (once per
+// ConfigMap revision, internal/runner/scripts.go), so a hostile script built
+// of nested YAML aliases (a billion laughs in a few hundred bytes) must be
+// refused by the parser, not expanded into the manager's memory.
+func TestParseRefusesAnAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n")
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintf(&b, "a%d: &a%d [*a%d,*a%d,*a%d,*a%d,*a%d,*a%d,*a%d,*a%d,*a%d,*a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	b.WriteString("turns:\n  - text: *a9\n")
+	_, err := Parse([]byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "excessive aliasing") {
+		t.Fatalf("a script of nested aliases (10^10 strings once expanded): %v, want the parser's excessive-aliasing refusal", err)
 	}
 }
