@@ -16,10 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
-	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
 // fanOutWave is the most children the fan-out benchmark's parent has alive at once:
@@ -108,27 +106,12 @@ func runWaveFanOut(ctx context.Context, ns string, n, calls int, timeout time.Du
 	Expect(final.Status.ChildrenSummary.Total).To(BeNumerically("==", n), "status.childrenSummary.total")
 	Expect(final.Status.ChildrenSummary.Phases).To(HaveKeyWithValue(string(agentsv1.PhaseSucceeded), int32(n)),
 		"status.childrenSummary.phases")
-	var children agentsv1.AgentSessionList
-	Expect(f.Client.List(ctx, &children, client.InNamespace(ns), client.MatchingLabels{agentsv1.LabelParentUID: string(final.UID)})).To(Succeed())
-	Expect(children.Items).To(HaveLen(n))
-	for _, c := range children.Items {
+	children := sharedWorkspaceChildren(ctx, ns, final, n)
+	for _, c := range children {
 		Expect(c.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "child %s", c.Name)
-		Expect(c.Status.PodName).To(Equal(final.Status.PodName), "child %s runs in the parent's pod", c.Name)
-		Expect(metav1.IsControlledBy(&c, final)).To(BeTrue(), "child %s is controlled by the parent", c.Name)
 	}
-
-	res, err := f.Exec(ctx, framework.ExecOptions{Namespace: ns, Pod: final.Status.PodName,
-		Command: []string{"sh", "-c", "cat /workspace/out/child-*.txt"}})
-	Expect(err).NotTo(HaveOccurred())
-	Expect(res.ExitCode).To(Equal(0), "stderr: %s", res.Stderr)
-	want := make([]string, 0, n)
-	for i := 1; i <= n; i++ {
-		want = append(want, fmt.Sprintf("child %d", i))
-	}
-	Expect(strings.Split(strings.TrimSpace(res.Stdout), "\n")).To(ConsistOf(want),
-		"every child's file is in the shared workspace")
-
-	return fanOutRun{final: final, children: children.Items, wall: wall, before: before, after: after}
+	expectChildFiles(ctx, ns, final.Status.PodName, n, "child %d")
+	return fanOutRun{final: final, children: children, wall: wall, before: before, after: after}
 }
 
 // fanOutWaveScript is the parent's script: write fanOutShared, then for each wave of at most

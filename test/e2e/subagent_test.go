@@ -107,6 +107,15 @@ func runFanOut(ctx context.Context, ns string, n, calls int, timeout time.Durati
 	for _, c := range final.Status.Children {
 		Expect(c.Phase).To(Equal(agentsv1.PhaseSucceeded), "child %s", c.Name)
 	}
+	children := sharedWorkspaceChildren(ctx, ns, final, n)
+	expectChildFiles(ctx, ns, final.Status.PodName, n, "child %02d")
+	return fanOutRun{final: final, children: children, wall: wall, before: before, after: after}
+}
+
+// sharedWorkspaceChildren lists the children of final and expects n of them, each running
+// in final's pod under final's control.
+func sharedWorkspaceChildren(ctx context.Context, ns string, final *agentsv1.AgentSession, n int) []agentsv1.AgentSession {
+	GinkgoHelper()
 	var children agentsv1.AgentSessionList
 	Expect(f.Client.List(ctx, &children, client.InNamespace(ns), client.MatchingLabels{agentsv1.LabelParentUID: string(final.UID)})).To(Succeed())
 	Expect(children.Items).To(HaveLen(n))
@@ -114,19 +123,23 @@ func runFanOut(ctx context.Context, ns string, n, calls int, timeout time.Durati
 		Expect(c.Status.PodName).To(Equal(final.Status.PodName), "child %s runs in the parent's pod", c.Name)
 		Expect(metav1.IsControlledBy(&c, final)).To(BeTrue(), "child %s is controlled by the parent", c.Name)
 	}
+	return children.Items
+}
 
-	res, err := f.Exec(ctx, framework.ExecOptions{Namespace: ns, Pod: final.Status.PodName,
+// expectChildFiles expects /workspace/out/child-*.txt in pod to hold one line per child
+// 1..n, each format with the child's number.
+func expectChildFiles(ctx context.Context, ns, pod string, n int, format string) {
+	GinkgoHelper()
+	res, err := f.Exec(ctx, framework.ExecOptions{Namespace: ns, Pod: pod,
 		Command: []string{"sh", "-c", "cat /workspace/out/child-*.txt"}})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(res.ExitCode).To(Equal(0), "stderr: %s", res.Stderr)
 	want := make([]string, 0, n)
 	for i := 1; i <= n; i++ {
-		want = append(want, fmt.Sprintf("child %02d", i))
+		want = append(want, fmt.Sprintf(format, i))
 	}
 	Expect(strings.Split(strings.TrimSpace(res.Stdout), "\n")).To(ConsistOf(want),
-		"every child's file is in the shared workspace (in glob order: child-100 comes before child-11)")
-
-	return fanOutRun{final: final, children: children.Items, wall: wall, before: before, after: after}
+		"every child's file is in the shared workspace")
 }
 
 // fanOutScript is the parent's script: spawn n children one per turn (each turn checks
