@@ -117,6 +117,22 @@ func natsClusterClient(ctx context.Context, ns, node string) (jetstream.JetStrea
 }
 
 // eventsStreamInfo returns the info of the events stream.
+// ledStreamInfo waits for the events stream to have a leader and returns its info. A raft
+// group can be between leaders at any moment (an election after missed heartbeats on a
+// loaded machine), and stream info then names none.
+func ledStreamInfo(ctx context.Context, js jetstream.JetStream) *jetstream.StreamInfo {
+	GinkgoHelper()
+	var info *jetstream.StreamInfo
+	Eventually(func(g Gomega, ctx context.Context) {
+		var err error
+		info, err = eventsStreamInfo(ctx, js)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(info.Cluster).NotTo(BeNil())
+		g.Expect(info.Cluster.Leader).NotTo(BeEmpty(), "the stream has a leader")
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+	return info
+}
+
 func eventsStreamInfo(ctx context.Context, js jetstream.JetStream) (*jetstream.StreamInfo, error) {
 	stream, err := js.Stream(ctx, events.DefaultStreamName)
 	if err != nil {
@@ -163,12 +179,11 @@ var _ = Describe("the journal on a three-node NATS cluster", Ordered, ContinueOn
 
 		// The manager created the stream with three replicas, one on each server.
 		js, _ := natsClusterClient(ctx, op.natsNS, natsNodeName(0))
-		info, err := eventsStreamInfo(ctx, js)
+		_, err := eventsStreamInfo(ctx, js)
 		Expect(err).NotTo(HaveOccurred(), "the manager created stream %s", events.DefaultStreamName)
+		info := ledStreamInfo(ctx, js)
 		Expect(info.Config.Replicas).To(Equal(3))
-		Expect(info.Cluster).NotTo(BeNil())
 		Expect(info.Cluster.Name).To(Equal(op.natsNS))
-		Expect(info.Cluster.Leader).NotTo(BeEmpty())
 		Expect(info.Cluster.Replicas).To(HaveLen(2), "two followers: %s", peersString(info.Cluster))
 		large, err := js.ObjectStore(ctx, events.DefaultLargeBucket)
 		Expect(err).NotTo(HaveOccurred())
@@ -204,10 +219,10 @@ var _ = Describe("the journal on a three-node NATS cluster", Ordered, ContinueOn
 			counted[s.Name] = s.Status.LastEventSequence
 		}
 
-		// Kill the stream's leader now (SIGKILL: no shutdown, no leader handover).
-		info, err = eventsStreamInfo(ctx, js)
-		Expect(err).NotTo(HaveOccurred())
-		victim := info.Cluster.Leader
+		// Kill the stream's leader now (SIGKILL: no shutdown, no leader handover). Under the
+		// sessions' load the group may be between leaders (CI once read an empty leader here):
+		// wait for one.
+		victim := ledStreamInfo(ctx, js).Cluster.Leader
 		Expect(victim).To(HavePrefix(natsName+"-"), "the leader is one of the servers")
 		pids := natsNodePIDs(op.natsNS, victim)
 		Expect(pids).To(HaveLen(1), "the nats-server process of %s", victim)
