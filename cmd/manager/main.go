@@ -338,6 +338,10 @@ func run(ctx context.Context, o options) error {
 	rec.Runner = run
 	rec.Images = o.images
 	rec.WarmPools = o.warmPools
+	if len(o.warmPools) > 0 {
+		// Claimed pool pods start with the spare stream the pool kept open.
+		rec.WarmStreams = pool
+	}
 	rec.EventsPrefix = o.stream.Prefix
 	rec.MaxSessionsPerNamespace = o.maxSessions
 	rec.MaxConcurrentReconciles = o.reconcilers

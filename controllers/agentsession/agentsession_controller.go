@@ -67,6 +67,9 @@ type Reconciler struct {
 	// WarmPools are the pools of pre-started workspace pods that sessions
 	// claim instead of starting a pod cold (none by default).
 	WarmPools []WarmPool
+	// WarmStreams, if set, keeps a spare executor stream open to every
+	// ready warm pool pod for the session that claims it (nil: none).
+	WarmStreams streamPreopener
 	// Claims, when set, is read before anything is done for a session: one
 	// that another operator instance holds a live claim on is left alone
 	// (the runner acquires and keeps the claims).
@@ -157,7 +160,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.pools = pools
 	if len(r.WarmPools) > 0 {
-		pr := &PoolReconciler{Client: r.Client, pools: pools, metrics: r.Metrics}
+		pr := &PoolReconciler{Client: r.Client, pools: pools, metrics: r.Metrics, Streams: r.WarmStreams}
 		if err := pr.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setup warm pool controller: %w", err)
 		}

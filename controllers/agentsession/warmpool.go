@@ -29,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/k8senv"
+	"github.com/agent-operator/agent-operator/internal/runner"
 )
 
 // LabelWarmPool marks an unclaimed warm-pool pod; its value is the pool's key
@@ -232,6 +234,45 @@ type PoolReconciler struct {
 	pools   *pools
 	start   chan event.TypedGenericEvent[*corev1.Pod]
 	metrics MetricsRecorder // nil: none
+	// Streams, if set, keeps a spare executor stream open to every ready
+	// pool pod, which the session that claims the pod adopts instead of
+	// opening one (k8senv.Pool.Preopen); nil: no spares.
+	Streams streamPreopener
+}
+
+// streamPreopener keeps spare executor streams to pool pods
+// (*k8senv.Pool).
+type streamPreopener interface {
+	// Preopen opens the spare stream of t's pod unless it has one.
+	Preopen(ctx context.Context, t k8senv.Target) error
+	// DropSpare closes the spare stream of a pod, if any.
+	DropSpare(namespace, pod string)
+}
+
+var _ streamPreopener = (*k8senv.Pool)(nil)
+
+// preopenTimeout bounds opening one spare stream.
+const preopenTimeout = 30 * time.Second
+
+// preopen starts opening the spare stream of a ready pool pod in the
+// background (the pool pod's labels are checked before it opens); it does
+// nothing for a pod that has one. A failure is logged; the pod's next
+// change tries again.
+func (p *PoolReconciler) preopen(ctx context.Context, pod *corev1.Pod, key string) {
+	target := k8senv.Target{
+		Namespace: pod.Namespace,
+		Pod:       pod.Name,
+		Container: runner.WorkspaceContainer,
+		Expect:    k8senv.Expect{Labels: map[string]string{LabelWarmPool: key}},
+	}
+	log := ctrl.LoggerFrom(ctx)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), preopenTimeout)
+		defer cancel()
+		if err := p.Streams.Preopen(ctx, target); err != nil {
+			log.V(1).Info("Could not open a spare executor stream to a warm pod", "pod", klog.KObj(pod), "error", err.Error())
+		}
+	}()
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;delete
@@ -256,10 +297,15 @@ func (p *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		pod := &list.Items[i]
 		switch {
 		case pod.DeletionTimestamp != nil:
+			p.dropSpare(pod)
 		case podGone(pod) || len(keep) >= size:
+			p.dropSpare(pod)
 			errs = append(errs, client.IgnoreNotFound(p.Client.Delete(ctx, pod)))
 		default:
 			keep = append(keep, pod)
+			if p.Streams != nil && podReady(pod) && metav1.GetControllerOf(pod) == nil {
+				p.preopen(ctx, pod, req.Name)
+			}
 		}
 	}
 	if p.metrics != nil && pl != nil {
@@ -288,6 +334,13 @@ func (p *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		ctrl.LoggerFrom(ctx).V(1).Info("Created warm workspace pod", "pod", klog.KObj(pod))
 	}
 	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// dropSpare closes the spare stream of a pool pod that goes away.
+func (p *PoolReconciler) dropSpare(pod *corev1.Pod) {
+	if p.Streams != nil {
+		p.Streams.DropSpare(pod.Namespace, pod.Name)
+	}
 }
 
 // SetupWithManager registers the pool controller. It watches pods that carry

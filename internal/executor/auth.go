@@ -58,6 +58,9 @@ type clientHello struct {
 type serverHello struct {
 	Hello
 	Proof []byte `json:"proof,omitempty"`
+	// FeaturesProof binds Hello.Features to the key (featuresProof); absent
+	// when there are no features.
+	FeaturesProof []byte `json:"featuresProof,omitempty"`
 }
 
 // newStreamKey returns a fresh random key.
@@ -69,11 +72,26 @@ func newStreamKey() ([]byte, error) {
 	return k, nil
 }
 
-// helloProof binds the server's hello to the stream key.
+// helloProof binds the server's hello to the stream key. It covers every
+// field but Features, exactly as before features existed, so clients that
+// predate them still verify it; featuresProof covers those.
 func helloProof(key []byte, h Hello) []byte {
+	h.Features = nil
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("agent-operator executor hello\x00"))
 	m.Write(mustJSON(h))
+	return m.Sum(nil)
+}
+
+// featuresProof binds the features of a server's hello to the stream key
+// (nil when there are none).
+func featuresProof(key []byte, features []string) []byte {
+	if len(features) == 0 {
+		return nil
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("agent-operator executor features\x00"))
+	m.Write(mustJSON(features))
 	return m.Sum(nil)
 }
 

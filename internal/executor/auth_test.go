@@ -163,6 +163,20 @@ func TestHandshake(t *testing.T) {
 			h.WorkingDirectory = "/elsewhere"
 			return string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: h, Proof: p})}))
 		}, "does not prove the stream key"},
+		{"client refuses features without their proof", func(key []byte) string {
+			h := Hello{Version: Version, WorkingDirectory: "/w", Features: []string{FeatureAdoptOwner}}
+			return string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: h, Proof: helloProof(key, h)})}))
+		}, "features are not proven"},
+		{"client refuses features proven with another key", func(key []byte) string {
+			h := Hello{Version: Version, WorkingDirectory: "/w", Features: []string{FeatureAdoptOwner}}
+			return string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: h, Proof: helloProof(key, h),
+				FeaturesProof: featuresProof(make([]byte, KeySize), h.Features)})}))
+		}, "features are not proven"},
+		{"client refuses features other than the proven ones", func(key []byte) string {
+			h := Hello{Version: Version, WorkingDirectory: "/w", Features: []string{FeatureAdoptOwner}}
+			p := featuresProof(key, []string{"other"})
+			return string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: h, Proof: helloProof(key, h), FeaturesProof: p})}))
+		}, "features are not proven"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cr, sw := io.Pipe()

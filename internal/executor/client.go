@@ -66,7 +66,7 @@ type Client struct {
 	sendMax    int
 	cancelWait time.Duration
 	hello      Hello
-	owner      *Owner // presented in the hello; nil: unchecked
+	owner      *Owner // presented in the hello or adopted (under mu after the handshake); nil: unchecked
 
 	stdioBuffer int // unread stdout held per stdio process (stdio.go)
 
@@ -174,6 +174,9 @@ func (c *Client) handshake() (Hello, error) {
 	}
 	if !hmac.Equal(h.Proof, helloProof(key, h.Hello)) {
 		return Hello{}, fmt.Errorf("executor handshake: %w: the server's hello does not prove the stream key", ErrFrameAuth)
+	}
+	if len(h.Features) > 0 && !hmac.Equal(h.FeaturesProof, featuresProof(key, h.Features)) {
+		return Hello{}, fmt.Errorf("executor handshake: %w: the server's features are not proven with the stream key", ErrFrameAuth)
 	}
 	c.wmu.Lock()
 	c.out = &sealer{key: key, dir: clientToServer}

@@ -45,8 +45,9 @@
 //
 // Then the client sends "call" frames, each with a fresh non-zero id, an op
 // (read_file, write_file, delete_file, file_exists, list_directory, exec,
-// grep, glob, initialize, cleanup, stdio, fetch) and a JSON body. The server
-// handles calls concurrently and answers each with exactly one "result" or
+// grep, glob, initialize, cleanup, stdio, fetch, adopt_owner) and a JSON
+// body. The server handles calls concurrently (adopt_owner in order, see
+// "Adopting an owner") and answers each with exactly one "result" or
 // "error" frame with the same id; an exec call may be preceded by "output"
 // frames carrying chunks of output while the command runs. A "cancel"
 // frame with a call's id cancels that call (an exec is terminated and
@@ -135,6 +136,33 @@
 // executor's (garbage, too large, a link, a FIFO, a lock held for longer
 // than two seconds) refuses its session's calls with not_owner too, and
 // affects no other session. See docs/security.md ("Superseded drivers").
+//
+// # Adopting an owner
+//
+// A stream opened without an owner (e.g. a spare stream kept open to a warm
+// pool pod before any session claimed it) can take one later with an
+// "adopt_owner" call whose body is an Owner. The server runs exactly the
+// check a hello with that owner runs: a superseded owner is refused with
+// "not_owner" and the server ends the stream, as it does after a refused
+// hello; an accepted one is recorded and every later call of the stream is
+// checked against it, so an adopted stream is indistinguishable from one
+// whose hello carried the owner. The call is only accepted as the stream's
+// first call, once, on a stream whose hello had no owner; otherwise it is
+// refused with code "adopt_refused" (ErrAdoptRefused) and the stream stays as
+// it was. Refusing it after other calls keeps every call of an owned stream
+// checked from its first: no call of the stream ever ran unchecked before its
+// owner was known. The server handles it on its read loop, before it reads
+// the next frame.
+//
+// A server announces that it accepts the op in its hello:
+// "features":["adopt_owner"], bound to the key by "featuresProof"
+// (HMAC-SHA256 with the key over a domain string and the features' JSON),
+// while "proof" covers the hello without its features as before. Clients
+// that predate features ignore both fields; a client refuses a hello whose
+// features are not proven (ErrFrameAuth). AdoptOwner fails with
+// ErrAdoptUnsupported without a round trip when the hello does not announce
+// the op, so a caller can open a new stream with the owner in its hello
+// instead. The protocol version stays 2.
 //
 // ProtectProcess makes the serving process non-dumpable, so processes of
 // the same user (the commands it runs) cannot open its descriptors or read

@@ -11,6 +11,8 @@ import (
 func FuzzDecodeFrame(f *testing.F) {
 	f.Add(frameBytes(`{"kind":"hello","body":{"version":1}}`))
 	f.Add(frameBytes(`{"id":1,"kind":"call","op":"read_file","body":{"path":"a"}}`))
+	f.Add(frameBytes(`{"id":1,"kind":"call","op":"adopt_owner","body":{"sessionUID":"s-1","holder":"h","epoch":2}}`))
+	f.Add(frameBytes(`{"kind":"hello","body":{"version":2,"features":["adopt_owner"],"featuresProof":"AAAA"}}`))
 	f.Add(frameBytes(`{"id":2,"kind":"output","data":"aGVsbG8="}`))
 	f.Add(frameBytes(`{"id":3,"kind":"error","error":{"code":"x","message":"y"}}`))
 	f.Add(frameBytes(`{"id":7,"kind":1}`))

@@ -111,7 +111,11 @@ type server struct {
 	log logr.Logger
 
 	ownerDir string
-	owner    *ownerGuard // set by the handshake when the hello carries an Owner
+	owner    *ownerGuard // set by the handshake when the hello carries an Owner, or by adopt
+
+	// Only the read loop uses these (adopt.go).
+	adoptTried bool // an adopt_owner call was answered
+	called     bool // a call other than adopt_owner started
 
 	wmu sync.Mutex
 	w   io.Writer
@@ -186,9 +190,12 @@ func (s *server) accept(ctx context.Context, h clientHello) error {
 		WorkingDirectory: s.env.WorkingDirectory(),
 		Platform:         s.env.Platform(),
 		OSVersion:        s.env.OSVersion(),
+		Features:         []string{FeatureAdoptOwner},
 	}
 	s.wmu.Lock()
-	b, err := EncodeFrame(&Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: mine, Proof: helloProof(h.Key, mine)})}, s.max)
+	b, err := EncodeFrame(&Frame{Kind: KindHello, Body: mustJSON(serverHello{
+		Hello: mine, Proof: helloProof(h.Key, mine), FeaturesProof: featuresProof(h.Key, mine.Features),
+	})}, s.max)
 	if err == nil {
 		_, err = s.w.Write(b)
 	}
@@ -228,6 +235,13 @@ func (s *server) loop(ctx context.Context, next func() (*Frame, error)) error {
 		}
 		switch f.Kind {
 		case KindCall:
+			if f.Op == OpAdoptOwner {
+				if err := s.adopt(ctx, f); err != nil {
+					return err
+				}
+				continue
+			}
+			s.called = true
 			s.start(ctx, f)
 		case KindCancel:
 			s.mu.Lock()

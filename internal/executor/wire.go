@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agent-operator/agent-operator/internal/loop/localenv"
@@ -22,6 +23,15 @@ const (
 	OpGlob          = "glob"
 	OpInitialize    = "initialize"
 	OpCleanup       = "cleanup"
+	// OpAdoptOwner sets the owner token of a stream opened without one
+	// (see the package doc, "Adopting an owner"); its body is an Owner.
+	OpAdoptOwner = "adopt_owner"
+)
+
+// Features a server announces in its hello (Hello.Features).
+const (
+	// FeatureAdoptOwner: the server accepts OpAdoptOwner.
+	FeatureAdoptOwner = "adopt_owner"
 )
 
 // Error codes of WireError.
@@ -39,6 +49,9 @@ const (
 	CodeInternal      = "internal"
 	CodeFailed        = "failed"   // any other error of the environment
 	CodeConflict      = "conflict" // conditional write: the file changed
+	// CodeAdoptRefused: an adopt_owner call on a stream that has an owner
+	// already or has run other calls.
+	CodeAdoptRefused = "adopt_refused"
 	// CodeNotOwner (owner.go): the stream's driver was superseded.
 )
 
@@ -49,6 +62,16 @@ type Hello struct {
 	WorkingDirectory string `json:"workingDirectory,omitempty"`
 	Platform         string `json:"platform,omitempty"`
 	OSVersion        string `json:"osVersion,omitempty"`
+	// Features lists what the server accepts beyond the version's base
+	// protocol (FeatureAdoptOwner); only a server's hello carries it. It is
+	// proven by its own tag (serverHello.FeaturesProof), not by the hello's
+	// proof, so clients that predate it still accept the hello.
+	Features []string `json:"features,omitempty"`
+}
+
+// HasFeature reports whether the hello announces feature.
+func (h Hello) HasFeature(feature string) bool {
+	return slices.Contains(h.Features, feature)
 }
 
 // PathArgs is the body of write_file, delete_file, file_exists and
@@ -164,6 +187,8 @@ func (e *RemoteError) Unwrap() error {
 		return tool.ErrConflict
 	case CodeNotOwner:
 		return ErrNotOwner
+	case CodeAdoptRefused:
+		return ErrAdoptRefused
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-operator/agent-operator/internal/executor"
 	"github.com/agent-operator/agent-operator/internal/loop/localenv"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 )
@@ -70,4 +71,54 @@ func BenchmarkReadFile(b *testing.B) {
 		defer env.Close()
 		run(b, env)
 	})
+}
+
+// BenchmarkSessionFirstCall measures a claimed pod's first call of a
+// session (stream open included): over a new exec stream, and over the
+// spare stream Preopen kept to the pod, which the session adopts. It
+// reports the median latency.
+func BenchmarkSessionFirstCall(b *testing.B) {
+	for _, spare := range []bool{false, true} {
+		name := "fresh"
+		if spare {
+			name = "spare"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := newHarness(b)
+			owners := b.TempDir()
+			warm := warmPod(h)
+			claimWarmPod(h)
+			warm.Expect = h.target().Expect // the pod is relabelled once, up front
+			lat := make([]time.Duration, 0, b.N)
+			epoch := int64(0)
+			for b.Loop() {
+				b.StopTimer()
+				cfg := h.config()
+				cfg.ServeArgs = []string{"--owner-dir", owners}
+				p, err := NewPool(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if spare {
+					if err := p.Preopen(b.Context(), warm); err != nil {
+						b.Fatal(err)
+					}
+				}
+				epoch++
+				env := p.Env(sessionTarget(h, executor.Owner{SessionUID: "uid-1", Holder: "h", Epoch: epoch}))
+				b.StartTimer()
+				start := time.Now()
+				_, err = env.FileExists(b.Context(), ".")
+				lat = append(lat, time.Since(start))
+				b.StopTimer()
+				p.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "median-µs")
+		})
+	}
 }

@@ -25,6 +25,17 @@
 // stream. Env.Open opens the stream ahead of the first call; Config.OnOpen
 // is told how long the pod check and the exec handshake took.
 //
+// Pool.Preopen keeps one spare stream, opened without an owner, to a pod no
+// session uses yet (a warm pool pod that is ready and unclaimed). The first
+// stream with an owner that a session opens to that pod takes the spare
+// over instead of opening an exec: the pod is read and checked against the
+// session's Expect and the spare adopts the session's owner (the executor's
+// adopt_owner, checked against the owner record exactly like a hello with
+// that owner), reported to Config.OnOpen as StagePodCheck and StageAdopt. A
+// spare is handed to one session at most, is never reopened when it ends,
+// and on any failure is closed and a new stream opened as usual.
+// Pool.DropSpare, Release and Close close spares.
+//
 // The per-call mode opens one exec per call, like `kubectl exec`; it exists
 // for comparison in benchmarks.
 package k8senv

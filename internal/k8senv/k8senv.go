@@ -119,7 +119,9 @@ type Config struct {
 	// stream that had broken was opened again.
 	OnReconnect func(namespace string)
 	// OnOpen, if set, is told how long each stage of opening a stream took
-	// (StagePodCheck, then StageExecHandshake), for streams that opened.
+	// (StagePodCheck, then StageExecHandshake; or StagePodCheck, then
+	// StageAdopt for a stream taken over from the pod's spare), for streams
+	// that opened. Opening a spare (Preopen) is not reported.
 	OnOpen func(stage string, d time.Duration)
 }
 
@@ -130,6 +132,9 @@ const (
 	// StageExecHandshake is opening the exec stream and the executor's
 	// version handshake (its hello).
 	StageExecHandshake = "exec_handshake"
+	// StageAdopt is taking over the pod's spare stream (Pool.Preopen): the
+	// executor's adopt_owner round trip, in place of StageExecHandshake.
+	StageAdopt = "adopt"
 )
 
 // Pool shares exec streams between environments using the same pod. It is
@@ -140,6 +145,7 @@ type Pool struct {
 
 	mu     sync.Mutex
 	conns  map[string]*podConn
+	spares map[string]*spare // by namespace/pod (spare.go)
 	closed bool
 }
 
@@ -174,7 +180,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		}
 		client = c
 	}
-	return &Pool{cfg: cfg, client: client, conns: map[string]*podConn{}}, nil
+	return &Pool{cfg: cfg, client: client, conns: map[string]*podConn{}, spares: map[string]*spare{}}, nil
 }
 
 // Env returns the execution environment of target. Environments of the same
@@ -200,15 +206,22 @@ func (p *Pool) Close() error {
 	p.closed = true
 	conns := p.conns
 	p.conns = map[string]*podConn{}
+	spares := p.spares
+	p.spares = map[string]*spare{}
 	p.mu.Unlock()
 	for _, pc := range conns {
 		pc.close()
 	}
+	for _, sp := range spares {
+		sp.close()
+	}
 	return nil
 }
 
-// Release closes the stream of one pod (e.g. when its session ended).
+// Release closes the streams of one pod (e.g. when its session ended),
+// its spare too.
 func (p *Pool) Release(namespace, pod string) {
+	p.DropSpare(namespace, pod)
 	p.mu.Lock()
 	var drop []*podConn
 	for k, pc := range p.conns {
@@ -260,9 +273,15 @@ func (pc *podConn) get(ctx context.Context) (*executor.Client, error) {
 	if c != nil && c.Err() == nil {
 		return c, nil // another caller reconnected
 	}
-	c, err := pc.pool.openRetrying(ctx, pc.target)
-	if err != nil {
-		return nil, err
+	c = nil
+	if pc.pool.cfg.Mode == Persistent {
+		c = pc.pool.adoptSpare(ctx, pc.target) // nil: no usable spare
+	}
+	if c == nil {
+		var err error
+		if c, err = pc.pool.openRetrying(ctx, pc.target); err != nil {
+			return nil, err
+		}
 	}
 	pc.mu.Lock()
 	if pc.closed {
@@ -303,18 +322,32 @@ func (p *Pool) openRetrying(ctx context.Context, t Target) (*executor.Client, er
 // open checks the pod, opens an exec stream of `sidecar serve` and performs
 // the handshake.
 func (p *Pool) open(ctx context.Context, t Target) (*executor.Client, error) {
-	dctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
-	defer cancel()
 	start := time.Now()
-	container, err := p.checkPod(dctx, t)
+	c, checked, err := p.dial(ctx, t)
 	if err != nil {
 		return nil, err
+	}
+	if f := p.cfg.OnOpen; f != nil {
+		f(StagePodCheck, checked.Sub(start))
+		f(StageExecHandshake, time.Since(checked))
+	}
+	return c, nil
+}
+
+// dial is open without reporting its stages; it returns when the pod check
+// ended too.
+func (p *Pool) dial(ctx context.Context, t Target) (*executor.Client, time.Time, error) {
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+	defer cancel()
+	container, err := p.checkPod(dctx, t)
+	if err != nil {
+		return nil, time.Time{}, err
 	}
 	checked := time.Now()
 	cmd := append([]string{p.cfg.SidecarPath, "serve", "--root", p.cfg.Root}, p.cfg.ServeArgs...)
 	ex, err := p.executor(t, container, cmd)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
@@ -348,14 +381,10 @@ func (p *Pool) open(ctx context.Context, t Target) (*executor.Client, error) {
 	c, err := executor.NewClientContext(dctx, rwc, opts...)
 	if err != nil {
 		rwc.Close()
-		return nil, fmt.Errorf("open executor stream to %s: %w", t.key(), err)
+		return nil, time.Time{}, fmt.Errorf("open executor stream to %s: %w", t.key(), err)
 	}
 	p.cfg.Log.V(1).Info("exec stream opened", "pod", t.key(), "container", container)
-	if f := p.cfg.OnOpen; f != nil {
-		f(StagePodCheck, checked.Sub(start))
-		f(StageExecHandshake, time.Since(checked))
-	}
-	return c, nil
+	return c, checked, nil
 }
 
 // executor builds kubectl's exec wiring: WebSocket first, SPDY fallback.
