@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,8 +32,8 @@ type scriptKey struct {
 // per-session state, the failures served, itself), so sessions share it.
 // It is safe for concurrent use.
 type scriptCache struct {
-	max   int
-	parse func([]byte) (*scripted.Script, error) // scripted.Parse; tests count calls
+	max    int
+	parses atomic.Int64 // revisions parsed so far
 
 	mu      sync.Mutex
 	entries map[scriptKey]*list.Element // of *scriptEntry
@@ -52,7 +53,7 @@ func newScriptCache(max int) *scriptCache {
 	if max <= 0 {
 		max = DefaultScriptCacheSize
 	}
-	return &scriptCache{max: max, parse: scripted.Parse, entries: map[scriptKey]*list.Element{}, lru: list.New()}
+	return &scriptCache{max: max, entries: map[scriptKey]*list.Element{}, lru: list.New()}
 }
 
 // lookup returns the entry of key, parsed or being parsed, or nil.
@@ -95,7 +96,8 @@ func (c *scriptCache) get(ctx context.Context, key scriptKey, data string) (*scr
 		delete(c.entries, old.Value.(*scriptEntry).key)
 	}
 	c.mu.Unlock()
-	e.script, e.err = c.parse([]byte(data))
+	c.parses.Add(1)
+	e.script, e.err = scripted.Parse([]byte(data))
 	close(e.ready)
 	return e.script, e.err
 }
@@ -108,7 +110,7 @@ func (c *scriptCache) script(ctx context.Context, reader client.Reader, namespac
 	nn := types.NamespacedName{Namespace: namespace, Name: name}
 	var meta metav1.PartialObjectMetadata
 	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-	if err := reader.Get(ctx, nn, &meta); err == nil && meta.ResourceVersion != "" {
+	if err := reader.Get(ctx, nn, &meta); err == nil {
 		k := scriptKey{namespace: namespace, name: name, key: key, uid: meta.UID, resourceVersion: meta.ResourceVersion}
 		if e := c.lookup(k); e != nil { // parsed, or being parsed for another session
 			script, err := e.wait(ctx)
@@ -123,14 +125,8 @@ func (c *scriptCache) script(ctx context.Context, reader client.Reader, namespac
 	if !ok {
 		return nil, fmt.Errorf("%w: configmap %s has no key %q", ErrConfig, name, key)
 	}
-	var script *scripted.Script
-	var err error
-	if cm.ResourceVersion == "" { // not from an API server: nothing identifies the revision
-		script, err = c.parse([]byte(data))
-	} else {
-		k := scriptKey{namespace: namespace, name: name, key: key, uid: cm.UID, resourceVersion: cm.ResourceVersion}
-		script, err = c.get(ctx, k, data)
-	}
+	k := scriptKey{namespace: namespace, name: name, key: key, uid: cm.UID, resourceVersion: cm.ResourceVersion}
+	script, err := c.get(ctx, k, data)
 	return parsed(name, script, err)
 }
 
