@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,7 +100,8 @@ type Reconciler struct {
 	// StatusInterval is how often, at most, a session's progress-only status
 	// changes (counters, tokens, cost, result, plan, status.children and
 	// the tree figures) are written; phase and condition changes and a session's end
-	// are written at once (see statuswrites.go). 0 writes every change at once.
+	// are written at once, the end in one write once its runner ended (see
+	// statuswrites.go). 0 writes every change at once.
 	StatusInterval time.Duration
 
 	pools *pools
@@ -266,7 +266,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		s.Status.ObservedGeneration = s.Generation
 	}
 	var deferred ctrl.Result
-	if !equality.Semantic.DeepEqual(base.Status, s.Status) {
+	switch {
+	case sameStatus(&base.Status, &s.Status):
+		// Nothing the API server would store differently: no write.
+	case endHeld(&base.Status, &s.Status, obs.progress):
+		// The session's end is one write: the runner is still ending
+		// (recording the change, releasing its claim) and notifies when it
+		// has; that reconcile writes the final phase with all it knew.
+		s.Status = base.Status
+		deferred = ctrl.Result{RequeueAfter: stopPoll}
+	default:
 		wait := time.Duration(0)
 		if p := obs.progress; p == nil || !p.Done { // an ended runner's last word is written before Forget
 			wait = r.writes.wait(req.NamespacedName, &base.Status, &s.Status, now.Time, r.StatusInterval)

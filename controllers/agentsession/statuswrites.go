@@ -1,13 +1,15 @@
 package agentsession
 
 import (
+	"bytes"
+	"encoding/json"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/runner"
 )
 
 // DefaultStatusInterval is how often, at most, a session's progress-only
@@ -40,7 +42,33 @@ func deferStatus(old, new *agentsv1.AgentSessionStatus, lastWrite, now time.Time
 
 // progressOnly reports whether old and new differ only in progress fields.
 func progressOnly(old, new *agentsv1.AgentSessionStatus) bool {
-	return equality.Semantic.DeepEqual(withoutProgress(old), withoutProgress(new))
+	return sameStatus(withoutProgress(old), withoutProgress(new))
+}
+
+// sameStatus reports whether a and b are the same status as the API server
+// stores it: their JSON is equal. Times are kept to the second there, so a
+// time read back from the API server equals the one in memory it was
+// written from (a change recorded at 12:00:00.5 is stored as 12:00:00),
+// and a nil list equals an empty one. A status that cannot be encoded is
+// taken as changed.
+func sameStatus(a, b *agentsv1.AgentSessionStatus) bool {
+	ja, erra := json.Marshal(a)
+	jb, errb := json.Marshal(b)
+	return erra == nil && errb == nil && bytes.Equal(ja, jb)
+}
+
+// endHeld reports whether the change from old to new ends the session
+// (its phase becomes final) while the runner that drives it, p, has not
+// ended yet. Then nothing is written: the session's end is one write. The
+// runner decided the end (or was told to stop, by spec.abort or a lost
+// workspace) and is finishing: recording the input's change, draining its
+// last events, releasing its claim. It notifies when it has ended, and
+// that reconcile writes the final phase together with the final figures,
+// the change, the owner and the conditions. The runner's end is bounded
+// (its cleanup and the change's git commands have timeouts); the caller
+// looks again after stopPoll besides.
+func endHeld(old, new *agentsv1.AgentSessionStatus, p *runner.Progress) bool {
+	return p != nil && !p.Done && new.Phase.IsFinal() && !old.Phase.IsFinal()
 }
 
 // withoutProgress returns a copy of st with the progress fields cleared:

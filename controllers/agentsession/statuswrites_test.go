@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/runner"
 )
 
 func TestDeferStatus(t *testing.T) {
@@ -111,5 +112,73 @@ func TestStatusWritesAfterAClockStepBack(t *testing.T) {
 	w.wrote(key, &agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseSucceeded}, t0)
 	if n := w.size(); n != 0 {
 		t.Errorf("%d sessions remembered after the session ended, want 0", n)
+	}
+}
+
+// TestSameStatus: statuses are the same when the API server would store
+// them alike: a time kept to the nanosecond in memory equals the same time
+// read back to the second, so such a status is not written again (an empty
+// patch) and does not make a progress change look like more.
+func TestSameStatus(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	recorded := func(at time.Time) *agentsv1.AgentSessionStatus {
+		return &agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseRunning, Turns: 1,
+			Changes: &agentsv1.Changes{Head: "h", RecordedTime: ptrTime(metav1.NewTime(at))}}
+	}
+	withTurns := func(st *agentsv1.AgentSessionStatus, n int32) *agentsv1.AgentSessionStatus {
+		st.Turns = n
+		return st
+	}
+	cases := []struct {
+		name             string
+		old, new         *agentsv1.AgentSessionStatus
+		same, progressOK bool
+	}{
+		{"equal", recorded(t0), recorded(t0), true, true},
+		{"a time read back to the second", recorded(t0), recorded(t0.Add(500 * time.Millisecond)), true, true},
+		{"a time a second later", recorded(t0), recorded(t0.Add(time.Second)), false, false},
+		{"a nil list and an empty one", &agentsv1.AgentSessionStatus{}, &agentsv1.AgentSessionStatus{MessagesDelivered: []string{}}, true, true},
+		{"counters beside a time read back", recorded(t0), withTurns(recorded(t0.Add(500*time.Millisecond)), 2), false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sameStatus(tc.old, tc.new); got != tc.same {
+				t.Errorf("sameStatus = %t, want %t", got, tc.same)
+			}
+			if got := progressOnly(tc.old, tc.new); got != tc.progressOK {
+				t.Errorf("progressOnly = %t, want %t", got, tc.progressOK)
+			}
+		})
+	}
+}
+
+// TestEndHeld: a status that makes the session final is held while the
+// runner driving it has not ended; everything else, and the end once the
+// runner ended (or without a runner), is not.
+func TestEndHeld(t *testing.T) {
+	st := func(p agentsv1.Phase) *agentsv1.AgentSessionStatus { return &agentsv1.AgentSessionStatus{Phase: p} }
+	live := &runner.Progress{Phase: agentsv1.PhaseSucceeded}
+	ended := &runner.Progress{Phase: agentsv1.PhaseSucceeded, Done: true}
+	cases := []struct {
+		name     string
+		old, new agentsv1.Phase
+		p        *runner.Progress
+		want     bool
+	}{
+		{"Succeeded while the runner ends", agentsv1.PhaseRunning, agentsv1.PhaseSucceeded, live, true},
+		{"Failed while the runner ends", agentsv1.PhaseRunning, agentsv1.PhaseFailed, live, true},
+		{"Aborted while the runner stops", agentsv1.PhaseRunning, agentsv1.PhaseAborted, live, true},
+		{"Succeeded once the runner ended", agentsv1.PhaseRunning, agentsv1.PhaseSucceeded, ended, false},
+		{"a final phase without a runner", agentsv1.PhaseProvisioning, agentsv1.PhaseFailed, nil, false},
+		{"progress while running", agentsv1.PhaseRunning, agentsv1.PhaseRunning, live, false},
+		{"AwaitingInput is not an end", agentsv1.PhaseRunning, agentsv1.PhaseAwaitingInput, live, false},
+		{"already final: a restored runner's figures", agentsv1.PhaseSucceeded, agentsv1.PhaseSucceeded, live, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := endHeld(st(tc.old), st(tc.new), tc.p); got != tc.want {
+				t.Errorf("endHeld = %t, want %t", got, tc.want)
+			}
+		})
 	}
 }
