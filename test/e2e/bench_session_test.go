@@ -62,11 +62,13 @@ var _ = Describe("session start, cold and from the warm pool", Ordered, Label("b
 	}, NodeTimeout(6*time.Minute))
 
 	// startLatency creates a session replaying firstToolScript in ns and returns the time from
-	// its creation to its first tool run, and the pod it ran in.
+	// its creation (the script's ConfigMap exists already, as a real model's Secret would) to
+	// its first tool run, and the pod it ran in.
 	startLatency := func(ctx context.Context, ns, name string) (time.Duration, string) {
 		GinkgoHelper()
+		cm := createScript(ctx, ns, name, firstToolScript)
 		start := time.Now()
-		s := scriptedSession(ctx, ns, name, firstToolScript)
+		s := scriptedSessionOf(ctx, ns, name, cm)
 		final := waitForFinalPhase(ctx, s)
 		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded), "status.error=%q", final.Status.Error)
 		res, err := f.Exec(ctx, framework.ExecOptions{Namespace: ns, Pod: final.Status.PodName,
@@ -166,7 +168,7 @@ const startStageMetric = "agent_operator_session_start_stage_seconds"
 
 // startStages are the values of startStageMetric's stage label, in the order a start runs them
 // (runner_to_first_tool spans the others from the runner's start).
-var startStages = []string{"runner_claim", "build", "pod_check", "exec_handshake", "first_tool_call", "runner_to_first_tool"}
+var startStages = []string{"runner_claim", "build", "pod_check", "exec_handshake", "adopt", "first_tool_call", "runner_to_first_tool"}
 
 // stageTotal sums one stage's observations over several scrapes.
 type stageTotal struct {

@@ -137,11 +137,23 @@ var _ = Describe("operator installed with Helm", Ordered, ContinueOnFailure, fun
 // mutate before it is created.
 func scriptedSession(ctx context.Context, ns, name, script string, mutate ...func(*agentsv1.AgentSession)) *agentsv1.AgentSession {
 	GinkgoHelper()
+	return scriptedSessionOf(ctx, ns, name, createScript(ctx, ns, name, script), mutate...)
+}
+
+// createScript creates the ConfigMap of session name's script in ns and returns its name.
+func createScript(ctx context.Context, ns, name, script string) string {
+	GinkgoHelper()
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-script"},
 		Data:       map[string]string{"script.yaml": script},
 	}
 	Expect(f.Client.Create(ctx, cm)).To(Succeed())
+	return cm.Name
+}
+
+// scriptedSessionOf is scriptedSession with its script's ConfigMap, cm, created already.
+func scriptedSessionOf(ctx context.Context, ns, name, cm string, mutate ...func(*agentsv1.AgentSession)) *agentsv1.AgentSession {
+	GinkgoHelper()
 	s := &agentsv1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: agentsv1.AgentSessionSpec{
@@ -149,7 +161,7 @@ func scriptedSession(ctx context.Context, ns, name, script string, mutate ...fun
 			Model: agentsv1.ModelSpec{
 				Provider:           agentsv1.ProviderScripted,
 				Name:               "demo",
-				ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: cm.Name, Key: "script.yaml"},
+				ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: cm, Key: "script.yaml"},
 			},
 			Limits: agentsv1.Limits{MaxTurns: 10, Deadline: &metav1.Duration{Duration: 10 * time.Minute}},
 		},
