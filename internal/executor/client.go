@@ -374,6 +374,10 @@ func (c *Client) do(ctx context.Context, op string, args, out any, onOutput func
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	owner, err := c.callOwner(ctx, op)
+	if err != nil {
+		return err
+	}
 	pc := &pendingCall{resp: make(chan *Frame, 1), onOutput: onOutput}
 	c.mu.Lock()
 	if c.err != nil {
@@ -386,7 +390,7 @@ func (c *Client) do(ctx context.Context, op string, args, out any, onOutput func
 	c.pending[id] = pc
 	c.mu.Unlock()
 
-	err := c.write(&Frame{ID: id, Kind: KindCall, Op: op, Body: mustJSON(args)}, c.sendMax)
+	err = c.write(&Frame{ID: id, Kind: KindCall, Op: op, Body: mustJSON(args), Owner: owner}, c.sendMax)
 	if err != nil && !errors.Is(err, ErrFrameTooLarge) {
 		c.shutdown(err)
 		err = c.Err()

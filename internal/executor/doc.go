@@ -45,14 +45,14 @@
 //
 // Then the client sends "call" frames, each with a fresh non-zero id, an op
 // (read_file, write_file, delete_file, file_exists, list_directory, exec,
-// grep, glob, initialize, cleanup, stdio, fetch, adopt_owner) and a JSON
-// body. The server handles calls concurrently (adopt_owner in order, see
-// "Adopting an owner") and answers each with exactly one "result" or
-// "error" frame with the same id; an exec call may be preceded by "output"
-// frames carrying chunks of output while the command runs. A "cancel"
-// frame with a call's id cancels that call (an exec is terminated and
-// answers with an error frame of code "canceled" whose body holds the
-// partial result). A genuine frame
+// grep, glob, initialize, cleanup, stdio, fetch, adopt_owner), a JSON
+// body and optionally an owner (see "Call owners"). The server handles
+// calls concurrently (adopt_owner in order, see "Adopting an owner") and
+// answers each with exactly one "result" or "error" frame with the same id;
+// an exec call may be preceded by "output" frames carrying chunks of output
+// while the command runs. A "cancel" frame with a call's id cancels that
+// call (an exec is terminated and answers with an error frame of code
+// "canceled" whose body holds the partial result). A genuine frame
 // that does not decode gets an error frame (id 0 when the id is unknown) and
 // never ends the stream. When the input ends, every call in flight is
 // cancelled.
@@ -155,7 +155,7 @@
 // the next frame.
 //
 // A server announces that it accepts the op in its hello:
-// "features":["adopt_owner"], bound to the key by "featuresProof"
+// "features":["adopt_owner",...], bound to the key by "featuresProof"
 // (HMAC-SHA256 with the key over a domain string and the features' JSON),
 // while "proof" covers the hello without its features as before. Clients
 // that predate features ignore both fields; a client refuses a hello whose
@@ -163,6 +163,43 @@
 // ErrAdoptUnsupported without a round trip when the hello does not announce
 // the op, so a caller can open a new stream with the owner in its hello
 // instead. The protocol version stays 2.
+//
+// # Call owners
+//
+// A call frame may carry an owner token of its own, "owner":{...} (an
+// Owner; Frame.Owner, set with ContextWithCallOwner), so that one stream
+// without an owner can serve the calls of many sessions, e.g. every session
+// sharing a workspace pod, each call checked against its own session. A
+// server with FeatureCallOwner checks such a call against that owner's
+// record exactly as it checks the calls of a stream whose hello carried the
+// owner: before each call, under the session's flock; a first (or newer)
+// epoch is recorded, a superseded owner or an unusable record refuses the
+// call with "not_owner" (ErrNotOwner). A refusal refuses only that call:
+// the stream stays open and the calls of other owners (and later calls of
+// the same owner, which keep being refused) go on. A call already running
+// when a newer driver arrives is not interrupted.
+//
+// The server keeps no state per call owner: every call with an owner reads
+// and updates its session's record, exactly like every call of an owned
+// stream, so there is nothing to bound or evict however many sessions share
+// a stream, and a call is never let through on the strength of an earlier
+// check (a record that was tampered with and then repaired refuses and then
+// accepts again, as for an owned stream).
+//
+// On a stream whose hello carried an owner (or that adopted one) a call
+// owner must be that owner: any other is refused with "bad_request", so a
+// stream is either one session's or shared, never both. Calls without an
+// owner are checked as before (against the stream's owner, if any; not at
+// all on a stream without one). adopt_owner remains a stream's first call
+// only, so a stream that ran calls with owners cannot adopt one.
+//
+// A server announces the feature in its hello as "call_owner"
+// (FeatureCallOwner), proven with the other features. A server that
+// predates it ignores the field and would run the call unchecked, so a
+// client refuses to send a call with an owner to a server that does not
+// announce it (ErrCallOwnerUnsupported, without a round trip); the caller
+// then opens a stream with the owner in its hello instead. The protocol
+// version stays 2.
 //
 // ProtectProcess makes the serving process non-dumpable, so processes of
 // the same user (the commands it runs) cannot open its descriptors or read

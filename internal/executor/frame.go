@@ -38,6 +38,10 @@ type Frame struct {
 	Data  []byte          `json:"data,omitempty"` // output, stdout and stdin chunk
 	// EOF on a stdin frame closes the process's stdin (stdio.go).
 	EOF bool `json:"eof,omitempty"`
+	// Owner on a call frame is the call's owner token (see the package
+	// doc, "Call owners"): the server checks the call against that owner's
+	// record. Only calls carry it.
+	Owner *Owner `json:"owner,omitempty"`
 }
 
 // WireError is the error carried by an error frame.
@@ -150,6 +154,14 @@ func appendFrameJSON(dst []byte, f *Frame) ([]byte, error) {
 	}
 	if f.EOF {
 		dst = append(dst, `,"eof":true`...)
+	}
+	if f.Owner != nil {
+		o, err := json.Marshal(f.Owner)
+		if err != nil {
+			return dst, fmt.Errorf("encode frame owner: %w", err)
+		}
+		dst = append(dst, `,"owner":`...)
+		dst = append(dst, o...)
 	}
 	return append(dst, '}'), nil
 }

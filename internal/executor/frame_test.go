@@ -80,6 +80,10 @@ func encodingCases() []struct {
 		{"kind and op with html characters only", &Frame{ID: 9, Kind: "a<b>", Op: "x&y"}},
 		{"op with a control character only", &Frame{ID: 9, Kind: KindCall, Op: "x\x7fy\x01"}},
 		{"body with spaces and html, not as json.Marshal writes it", &Frame{ID: 10, Kind: KindResult, Body: json.RawMessage(" {\n \"a\" : [1, 2],\t\"b\": \"<x>&\u2028\" } ")}},
+		{"call with an owner", &Frame{ID: 12, Kind: KindCall, Op: OpExec, Body: mustJSON(ExecArgs{Command: "ls"}), Owner: &Owner{SessionUID: "s-1", Holder: "ns/ao/ao-1", Epoch: 3}}},
+		{"call owner that needs escaping", &Frame{ID: 13, Kind: KindCall, Op: OpStdio, Owner: &Owner{SessionUID: "s-1", Holder: "a<b>&\"c\"\u2028\xff", Epoch: math.MaxInt64}}},
+		{"zero call owner", &Frame{ID: 14, Kind: KindCall, Op: OpGlob, Owner: &Owner{}}},
+		{"every field", &Frame{ID: 15, Kind: KindError, Op: "x", Body: mustJSON(1), Error: &WireError{Code: "c"}, Data: []byte{1}, EOF: true, Owner: &Owner{SessionUID: "u"}}},
 		{"big data", &Frame{ID: 11, Kind: KindStdout, Data: bytes.Repeat([]byte("0123456789abcdef"), 8<<10)}},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -27,6 +28,11 @@ type ServeOptions struct {
 	// MaxStdinQueue bounds the unread stdin of one stdio process
 	// (0: DefaultStdinQueue).
 	MaxStdinQueue int
+	// WithoutFeatures are features (FeatureAdoptOwner, FeatureCallOwner)
+	// the server neither announces nor accepts, behaving as an executor
+	// that predates them: to roll a feature out gradually, or to test
+	// clients against older executors.
+	WithoutFeatures []string
 }
 
 // Serve answers protocol frames read from r with frames written to w,
@@ -47,6 +53,11 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, env tool.ExecutionEnvi
 	s := &server{env: env, w: w, max: opts.MaxFrame, log: opts.Log, ownerDir: opts.OwnerDir, calls: map[uint64]context.CancelFunc{},
 		keyed: make(chan *opener)}
 	s.stdio.limit = opts.MaxStdinQueue
+	for _, f := range features {
+		if !slices.Contains(opts.WithoutFeatures, f) {
+			s.features = append(s.features, f)
+		}
+	}
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
 
@@ -112,6 +123,7 @@ type server struct {
 
 	ownerDir string
 	owner    *ownerGuard // set by the handshake when the hello carries an Owner, or by adopt
+	features []string    // announced in the hello and accepted
 
 	// Only the read loop uses these (adopt.go).
 	adoptTried bool // an adopt_owner call was answered
@@ -190,7 +202,7 @@ func (s *server) accept(ctx context.Context, h clientHello) error {
 		WorkingDirectory: s.env.WorkingDirectory(),
 		Platform:         s.env.Platform(),
 		OSVersion:        s.env.OSVersion(),
-		Features:         []string{FeatureAdoptOwner},
+		Features:         s.features,
 	}
 	s.wmu.Lock()
 	b, err := EncodeFrame(&Frame{Kind: KindHello, Body: mustJSON(serverHello{
@@ -235,7 +247,7 @@ func (s *server) loop(ctx context.Context, next func() (*Frame, error)) error {
 		}
 		switch f.Kind {
 		case KindCall:
-			if f.Op == OpAdoptOwner {
+			if f.Op == OpAdoptOwner && s.has(FeatureAdoptOwner) {
 				if err := s.adopt(ctx, f); err != nil {
 					return err
 				}
@@ -296,7 +308,11 @@ func (s *server) call(ctx context.Context, f *Frame) (resp *Frame) {
 			resp = &Frame{Kind: KindError, Error: wireErrorf(CodeInternal, "%s: internal error in the executor", f.Op)}
 		}
 	}()
-	if err := s.owner.check(ctx); err != nil {
+	g, bad := s.guardOf(f)
+	if bad != nil {
+		return &Frame{Kind: KindError, Error: bad}
+	}
+	if err := g.check(ctx); err != nil {
 		s.log.Info("refused a call of a superseded driver", "op", f.Op, "error", err.Error())
 		return &Frame{Kind: KindError, Error: notOwnerWire(err)}
 	}
@@ -395,6 +411,10 @@ func (s *server) call(ctx context.Context, f *Frame) (resp *Frame) {
 	}
 	return &Frame{Kind: KindError, Error: wireErrorf(CodeUnknownOp, "unknown operation %q", f.Op)}
 }
+
+// has reports whether the server has feature (not switched off by
+// ServeOptions.WithoutFeatures).
+func (s *server) has(feature string) bool { return slices.Contains(s.features, feature) }
 
 // send writes one frame, sealed once the handshake is done; frames are
 // encoded and written under one lock so they reach the stream in the order

@@ -302,6 +302,10 @@ func (c *Client) StartStdio(ctx context.Context, argv []string, env map[string]s
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("start stdio process %s: %w", argv[0], err)
 	}
+	owner, err := c.callOwner(ctx, OpStdio)
+	if err != nil {
+		return nil, fmt.Errorf("start stdio process %s: %w", argv[0], err)
+	}
 	limit := c.stdioBuffer
 	if limit <= 0 {
 		limit = DefaultStdioBuffer
@@ -332,7 +336,7 @@ func (c *Client) StartStdio(ctx context.Context, argv []string, env map[string]s
 	c.pending[s.id] = pc
 	c.mu.Unlock()
 
-	err := c.write(&Frame{ID: s.id, Kind: KindCall, Op: OpStdio, Body: mustJSON(StdioArgs{Argv: argv, Env: env, WorkingDir: workingDir})}, c.sendMax)
+	err = c.write(&Frame{ID: s.id, Kind: KindCall, Op: OpStdio, Body: mustJSON(StdioArgs{Argv: argv, Env: env, WorkingDir: workingDir}), Owner: owner}, c.sendMax)
 	if err != nil && !errors.Is(err, ErrFrameTooLarge) {
 		c.shutdown(err)
 		err = c.Err()

@@ -32,7 +32,14 @@ const (
 const (
 	// FeatureAdoptOwner: the server accepts OpAdoptOwner.
 	FeatureAdoptOwner = "adopt_owner"
+	// FeatureCallOwner: the server checks the owner a call frame carries
+	// (Frame.Owner, see the package doc, "Call owners").
+	FeatureCallOwner = "call_owner"
 )
+
+// features are the features this server has, in the order its hello
+// announces them.
+var features = []string{FeatureAdoptOwner, FeatureCallOwner}
 
 // Error codes of WireError.
 const (
@@ -63,7 +70,8 @@ type Hello struct {
 	Platform         string `json:"platform,omitempty"`
 	OSVersion        string `json:"osVersion,omitempty"`
 	// Features lists what the server accepts beyond the version's base
-	// protocol (FeatureAdoptOwner); only a server's hello carries it. It is
+	// protocol (FeatureAdoptOwner, FeatureCallOwner); only a server's hello
+	// carries it. It is
 	// proven by its own tag (serverHello.FeaturesProof), not by the hello's
 	// proof, so clients that predate it still accept the hello.
 	Features []string `json:"features,omitempty"`

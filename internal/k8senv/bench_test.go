@@ -75,7 +75,7 @@ func BenchmarkReadFile(b *testing.B) {
 
 // BenchmarkSessionFirstCall measures a claimed pod's first call of a
 // session (stream open included): over a new exec stream, and over the
-// spare stream Preopen kept to the pod, which the session adopts. It
+// spare stream Preopen kept to the pod, which the session takes over. It
 // reports the median latency.
 func BenchmarkSessionFirstCall(b *testing.B) {
 	for _, spare := range []bool{false, true} {
@@ -119,6 +119,60 @@ func BenchmarkSessionFirstCall(b *testing.B) {
 			}
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "median-µs")
+		})
+	}
+}
+
+// BenchmarkSessionsOnOnePod: the first call of each of 32 sessions (one
+// owner each) sharing a pod, with call owners (one stream for all) and
+// against an executor that predates them (a stream per owner; that
+// executor is this test binary, slower to start than the sidecar, so only
+// the exec count compares). It reports the exec streams opened per round.
+func BenchmarkSessionsOnOnePod(b *testing.B) {
+	const sessions = 32
+	bin, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, old := range []bool{false, true} {
+		name := "call-owners"
+		if old {
+			name = "stream-per-owner"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := newHarness(b)
+			owners := b.TempDir()
+			rounds := 0
+			for b.Loop() {
+				b.StopTimer()
+				cfg := h.config()
+				cfg.ServeArgs = []string{"--owner-dir", owners}
+				if old {
+					cfg.SidecarPath = bin // serveOldExecutor
+				}
+				p, err := NewPool(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				errs := make(chan error, sessions)
+				for i := range sessions {
+					go func() {
+						_, err := p.Env(ownedTarget(h, sessionOwner(i))).FileExists(b.Context(), ".")
+						errs <- err
+					}()
+				}
+				for range sessions {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				p.Close()
+				rounds++
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(h.websocketExecs.Load()+h.spdyExecs.Load())/float64(rounds), "execs/op")
 		})
 	}
 }

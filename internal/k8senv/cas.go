@@ -10,5 +10,7 @@ import (
 // content only if the file still has the SHA-256 ifSHA256 ("" = must not
 // exist), serialized with the other mutations of the path.
 func (e *Env) WriteFileIf(ctx context.Context, path string, content []byte, ifSHA256 string) error {
-	return e.with(ctx, func(c *executor.Client) error { return c.WriteFileIf(ctx, path, content, ifSHA256) })
+	return e.with(ctx, func(ctx context.Context, c *executor.Client) error {
+		return c.WriteFileIf(ctx, path, content, ifSHA256)
+	})
 }

@@ -12,6 +12,17 @@
 // kills and path confinement happen inside the pod, so cancelling a call
 // really stops the remote command (an exec'd process outlives its client).
 //
+// A session's calls carry its owner token (Target.Owner) as the executor's
+// call owner (executor.ContextWithCallOwner), so however many sessions share
+// a pod, e.g. a parent and its subagent children, the pod runs one executor
+// process for them, and each call is checked against its own session's
+// owner record: a superseded driver's calls fail with executor.ErrNotOwner,
+// only they, and the stream stays open for the others. An executor that
+// predates call owners (its hello does not announce
+// executor.FeatureCallOwner) would run such calls unchecked, so against one
+// a session with an owner falls back to a stream of its own with the owner
+// in its hello, as before.
+//
 // The stream is authenticated (executor protocol version 2): bytes the
 // sidecar did not send, e.g. frames a workspace process forged, fail the
 // calls in flight with an error wrapping executor.ErrFrameAuth (and
@@ -22,19 +33,20 @@
 // Expect (labels, owner UID) and must be Running with the container running.
 // An environment expecting what the stream was opened for does not read the
 // pod again; one expecting something else reads and checks it once per
-// stream. Env.Open opens the stream ahead of the first call; Config.OnOpen
-// is told how long the pod check and the exec handshake took.
+// stream. Env.Open opens the stream ahead of the first call (and has the
+// sidecar record the session's owner, or refuse it); Config.OnOpen is told
+// how long the pod check and the exec handshake took.
 //
 // Pool.Preopen keeps one spare stream, opened without an owner, to a pod no
 // session uses yet (a warm pool pod that is ready and unclaimed). The first
-// stream with an owner that a session opens to that pod takes the spare
-// over instead of opening an exec: the pod is read and checked against the
-// session's Expect and the spare adopts the session's owner (the executor's
-// adopt_owner, checked against the owner record exactly like a hello with
-// that owner), reported to Config.OnOpen as StagePodCheck and StageAdopt. A
-// spare is handed to one session at most, is never reopened when it ends,
-// and on any failure is closed and a new stream opened as usual.
-// Pool.DropSpare, Release and Close close spares.
+// time the pod's shared stream is opened it takes the spare over instead of
+// opening an exec: the pod is read and checked against the opening session's
+// Expect and one round trip shows the spare alive, reported to
+// Config.OnOpen as StagePodCheck and StageSpare; the spare then is the
+// pod's shared stream (the sessions' owners travel with their calls, so
+// nothing is adopted). A spare is taken over once at most, is never
+// reopened when it ends, and on any failure is closed and a new stream
+// opened as usual. Pool.DropSpare, Release and Close close spares.
 //
 // The per-call mode opens one exec per call, like `kubectl exec`; it exists
 // for comparison in benchmarks.

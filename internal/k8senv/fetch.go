@@ -12,7 +12,7 @@ var _ tool.Fetcher = (*Env)(nil)
 // Fetch implements tool.Fetcher: the pod's executor fetches the URL, so the
 // pod's NetworkPolicy applies.
 func (e *Env) Fetch(ctx context.Context, req tool.FetchRequest) (res *tool.FetchResult, err error) {
-	err = e.with(ctx, func(c *executor.Client) error {
+	err = e.with(ctx, func(ctx context.Context, c *executor.Client) error {
 		res, err = c.Fetch(ctx, req)
 		return err
 	})

@@ -65,17 +65,20 @@ type Target struct {
 	// (or first) container.
 	Container string
 	Expect    Expect
-	// Owner, when set, is presented by every stream opened for this target
-	// (reconnects too): the sidecar then refuses the stream's calls with
+	// Owner, when set, is presented with every call of the target (as the
+	// call's owner on the pod's shared stream, or, with an executor that
+	// predates call owners, in the hello of a stream of the target's own,
+	// reconnects too): the sidecar then refuses the target's calls with
 	// executor.ErrNotOwner once a newer driver of Owner.SessionUID used
-	// the pod. Targets with different owners never share a stream.
+	// the pod, and only those calls.
 	Owner executor.Owner
 }
 
 func (t Target) key() string { return t.Namespace + "/" + t.Pod + "/" + t.Container }
 
-// connKey identifies the stream of a target: one per pod, container and
-// owner.
+// connKey identifies the stream of a target whose owner is presented in
+// the hello (an executor without call owners): one per pod, container and
+// owner. A target without an owner has the pod's shared stream.
 func (t Target) connKey() string {
 	if t.Owner.IsZero() {
 		return t.key()
@@ -120,7 +123,7 @@ type Config struct {
 	OnReconnect func(namespace string)
 	// OnOpen, if set, is told how long each stage of opening a stream took
 	// (StagePodCheck, then StageExecHandshake; or StagePodCheck, then
-	// StageAdopt for a stream taken over from the pod's spare), for streams
+	// StageSpare for a stream taken over from the pod's spare), for streams
 	// that opened. Opening a spare (Preopen) is not reported.
 	OnOpen func(stage string, d time.Duration)
 }
@@ -132,9 +135,10 @@ const (
 	// StageExecHandshake is opening the exec stream and the executor's
 	// version handshake (its hello).
 	StageExecHandshake = "exec_handshake"
-	// StageAdopt is taking over the pod's spare stream (Pool.Preopen): the
-	// executor's adopt_owner round trip, in place of StageExecHandshake.
-	StageAdopt = "adopt"
+	// StageSpare is taking over the pod's spare stream (Pool.Preopen) as
+	// the pod's shared stream: one round trip that shows it alive, in
+	// place of StageExecHandshake.
+	StageSpare = "spare"
 )
 
 // Pool shares exec streams between environments using the same pod. It is
@@ -184,20 +188,31 @@ func NewPool(cfg Config) (*Pool, error) {
 }
 
 // Env returns the execution environment of target. Environments of the same
-// pod, container and owner share one stream. After Close, environments fail with
-// executor.ErrStreamClosed.
+// pod and container share one stream, whatever their owners: each call
+// carries its environment's owner (executor.ContextWithCallOwner). Only with
+// an executor that predates call owners does an environment with an owner
+// fall back to a stream of its own, shared with the environments of the
+// same owner. After Close, environments fail with executor.ErrStreamClosed.
 func (p *Pool) Env(target Target) *Env {
+	shared := target
+	shared.Owner = executor.Owner{}
+	return &Env{pc: p.conn(shared), target: target}
+}
+
+// conn returns the podConn of t.connKey(), creating it (a closed one after
+// Close).
+func (p *Pool) conn(t Target) *podConn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return &Env{pc: &podConn{pool: p, target: target, closed: true}, target: target}
+		return &podConn{pool: p, target: t, closed: true}
 	}
-	pc := p.conns[target.connKey()]
+	pc := p.conns[t.connKey()]
 	if pc == nil {
-		pc = &podConn{pool: p, target: target}
-		p.conns[target.connKey()] = pc
+		pc = &podConn{pool: p, target: t}
+		p.conns[t.connKey()] = pc
 	}
-	return &Env{pc: pc, target: target}
+	return pc
 }
 
 // Close closes every stream; environments of the pool then fail.
@@ -236,28 +251,37 @@ func (p *Pool) Release(namespace, pod string) {
 	}
 }
 
-// podConn is the shared stream of one pod and container.
+// podConn is the shared stream of one pod and container, or (with an
+// executor that predates call owners) the stream of one owner there.
 type podConn struct {
-	pool   *Pool
+	pool *Pool
+	// target names the pod, container and owner of the stream; its
+	// Expect is not used: a stream is opened with the Expect of the
+	// caller opening it (get).
 	target Target
 
 	dialMu sync.Mutex // one dial at a time
 	mu     sync.Mutex
 	client *executor.Client
+	expect Expect // what the pod was checked against when client opened
 	hello  executor.Hello
 	closed bool
 }
 
-// get returns a live client, opening a stream when there is none.
-func (pc *podConn) get(ctx context.Context) (*executor.Client, error) {
+// get returns a live client and the Expect the pod was checked against when
+// it opened, opening a stream (after checking the pod against expect) when
+// there is none. Opening with the caller's expectations means a caller
+// whose expectations the pod does not meet fails alone, and never keeps the
+// others from opening the pod's stream.
+func (pc *podConn) get(ctx context.Context, expect Expect) (*executor.Client, Expect, error) {
 	pc.mu.Lock()
-	c, closed := pc.client, pc.closed
+	c, checked, closed := pc.client, pc.expect, pc.closed
 	pc.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("%s: %w", pc.target.key(), executor.ErrStreamClosed)
+		return nil, Expect{}, fmt.Errorf("%s: %w", pc.target.key(), executor.ErrStreamClosed)
 	}
 	if c != nil && c.Err() == nil {
-		return c, nil
+		return c, checked, nil
 	}
 	if c != nil && errors.Is(c.Err(), executor.ErrFrameAuth) {
 		// Bytes the sidecar did not send reached the stream (e.g. a
@@ -268,35 +292,37 @@ func (pc *podConn) get(ctx context.Context) (*executor.Client, error) {
 	pc.dialMu.Lock()
 	defer pc.dialMu.Unlock()
 	pc.mu.Lock()
-	c = pc.client
+	c, checked = pc.client, pc.expect
 	pc.mu.Unlock()
 	if c != nil && c.Err() == nil {
-		return c, nil // another caller reconnected
+		return c, checked, nil // another caller reconnected
 	}
+	t := pc.target
+	t.Expect = expect
 	c = nil
-	if pc.pool.cfg.Mode == Persistent {
-		c = pc.pool.adoptSpare(ctx, pc.target) // nil: no usable spare
+	if pc.pool.cfg.Mode == Persistent && t.Owner.IsZero() {
+		c = pc.pool.takeOverSpare(ctx, t) // nil: no usable spare
 	}
 	if c == nil {
 		var err error
-		if c, err = pc.pool.openRetrying(ctx, pc.target); err != nil {
-			return nil, err
+		if c, err = pc.pool.openRetrying(ctx, t); err != nil {
+			return nil, Expect{}, err
 		}
 	}
 	pc.mu.Lock()
 	if pc.closed {
 		pc.mu.Unlock()
 		c.Close()
-		return nil, fmt.Errorf("%s: %w", pc.target.key(), executor.ErrStreamClosed)
+		return nil, Expect{}, fmt.Errorf("%s: %w", pc.target.key(), executor.ErrStreamClosed)
 	}
 	broken := pc.client != nil
-	pc.client = c
+	pc.client, pc.expect = c, expect
 	pc.hello = c.ServerInfo()
 	pc.mu.Unlock()
 	if f := pc.pool.cfg.OnReconnect; broken && f != nil {
 		f(pc.target.Namespace)
 	}
-	return c, nil
+	return c, expect, nil
 }
 
 func (pc *podConn) close() {

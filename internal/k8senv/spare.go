@@ -2,7 +2,6 @@ package k8senv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,9 +9,9 @@ import (
 )
 
 // spare is a stream opened without an owner to a pod no session uses yet
-// (a warm pool pod), kept for the first session that opens a stream to the
-// pod: it adopts the session's owner instead of paying for a new exec and
-// executor start.
+// (a warm pool pod), kept for the first stream opened to the pod: it becomes
+// the pod's shared stream instead of paying for a new exec and executor
+// start.
 type spare struct {
 	target Target           // what it was opened for (no owner)
 	client *executor.Client // nil while Preopen opens it
@@ -28,17 +27,16 @@ func spareKey(namespace, pod string) string { return namespace + "/" + pod }
 
 // Preopen opens a spare stream to t's pod, without an owner (t.Owner is
 // ignored), unless the pod has one already (open or opening): a pod has at
-// most one spare. The first stream a session opens to the pod (with the same
-// container) takes the spare over: the pod is read and checked against the
-// session's Expect, the spare adopts the session's owner
-// (executor.Client.AdoptOwner, checked by the sidecar like a hello carrying
-// it) and becomes the session's stream; on any failure the spare is closed
-// and a new stream is opened as usual. A spare is handed to one session
-// only. A spare whose stream ends is dropped and not reopened; DropSpare,
-// Release and Close close it. The pod is checked against t.Expect before
-// the spare is opened. Opening a spare is not reported to Config.OnOpen.
-// Only targets with an Owner take a spare over: the adoption is also the
-// round trip that shows the spare is alive.
+// most one spare. The first time the pod's shared stream (with the same
+// container) is opened, it takes the spare over: the pod is read and checked
+// against the Expect of the session opening it, one round trip shows the
+// spare alive, and the spare becomes the stream every session of the pod
+// shares (each call carrying its session's owner, see Pool.Env); on any
+// failure the spare is closed and a new stream is opened as usual. A spare
+// is taken over once only. A spare whose stream ends is dropped and not
+// reopened; DropSpare, Release and Close close it. The pod is checked
+// against t.Expect before the spare is opened. Opening a spare is not
+// reported to Config.OnOpen.
 func (p *Pool) Preopen(ctx context.Context, t Target) error {
 	if p.cfg.Mode != Persistent {
 		return nil
@@ -122,15 +120,12 @@ func (p *Pool) takeSpare(t Target) *executor.Client {
 	return sp.client
 }
 
-// adoptSpare returns the pod's spare stream made t's stream: the pod is
-// checked against t and the spare adopts t's owner. It returns nil, having
-// closed the spare, when there is none or it cannot be used; the caller then
-// opens a new stream.
-func (p *Pool) adoptSpare(ctx context.Context, t Target) *executor.Client {
-	if t.Owner.IsZero() {
-		// Only adopting proves the spare alive before it is handed out.
-		return nil
-	}
+// takeOverSpare returns the pod's spare stream made the stream of t (the
+// pod's shared stream, without an owner): the pod is read and checked
+// against t and one round trip shows the spare alive. It returns nil,
+// having closed the spare, when there is none or it cannot be used; the
+// caller then opens a new stream.
+func (p *Pool) takeOverSpare(ctx context.Context, t Target) *executor.Client {
 	c := p.takeSpare(t)
 	if c == nil {
 		return nil
@@ -144,23 +139,17 @@ func (p *Pool) adoptSpare(ctx context.Context, t Target) *executor.Client {
 		return nil
 	}
 	checked := time.Now()
-	if err := c.Err(); err != nil {
-		p.cfg.Log.V(1).Info("spare exec stream not used: it ended", "pod", t.key(), "error", err.Error())
-		return nil
-	}
-	if err := c.AdoptOwner(dctx, t.Owner); err != nil {
+	// A call without an owner, which runs nothing in the workspace: the
+	// sessions' calls carry their own owners.
+	if _, err := c.FileExists(dctx, "."); err != nil {
 		c.Close()
-		level := 1
-		if errors.Is(err, executor.ErrAdoptUnsupported) {
-			level = 0 // every claimed pod pays for the old executor image
-		}
-		p.cfg.Log.V(level).Info("spare exec stream not used: adopting the owner failed", "pod", t.key(), "error", err.Error())
+		p.cfg.Log.V(1).Info("spare exec stream not used: it does not answer", "pod", t.key(), "error", err.Error())
 		return nil
 	}
 	if f := p.cfg.OnOpen; f != nil {
 		f(StagePodCheck, checked.Sub(start))
-		f(StageAdopt, time.Since(checked))
+		f(StageSpare, time.Since(checked))
 	}
-	p.cfg.Log.V(1).Info("spare exec stream adopted", "pod", t.key())
+	p.cfg.Log.V(1).Info("spare exec stream taken over", "pod", t.key())
 	return c
 }

@@ -45,11 +45,12 @@ func run(t *testing.T, env *Env) error {
 	return err
 }
 
-// TestSessionAdoptsTheSpare: a spare opened to an unclaimed pool pod (once,
-// however often Preopen is called) becomes the stream of the session that
-// claimed the pod, without another exec; it reports the pod check and the
-// adoption; the sidecar checks its calls against the adopted owner.
-func TestSessionAdoptsTheSpare(t *testing.T) {
+// TestSessionTakesOverTheSpare: a spare opened to an unclaimed pool pod
+// (once, however often Preopen is called) becomes the pod's shared stream
+// when the session that claimed the pod calls, without another exec; it
+// reports the pod check and the take-over; the sidecar checks the session's
+// calls against the session's owner.
+func TestSessionTakesOverTheSpare(t *testing.T) {
 	h := newHarness(t)
 	owners := t.TempDir()
 	withOwners := func(c *Config) { c.ServeArgs = []string{"--owner-dir", owners} }
@@ -83,24 +84,25 @@ func TestSessionAdoptsTheSpare(t *testing.T) {
 		t.Errorf("%d exec streams after the session's call, want 1 (the spare)", n)
 	}
 	mu.Lock()
-	if want := []string{StagePodCheck, StageAdopt}; !slices.Equal(stages, want) {
+	if want := []string{StagePodCheck, StageSpare}; !slices.Equal(stages, want) {
 		t.Errorf("stages %v, want %v", stages, want)
 	}
 	mu.Unlock()
 
-	// The adopted stream presents its owner: a newer driver supersedes it.
+	// The session's calls carry its owner: a newer driver supersedes it.
 	newer := executor.Owner{SessionUID: "uid-1", Holder: "ns-b/ao/ao-9", Epoch: 5}
 	if err := run(t, newPool(t, h, withOwners).Env(sessionTarget(h, newer))); err != nil {
 		t.Fatalf("the newer driver: %v", err)
 	}
 	if err := run(t, env); !errors.Is(err, executor.ErrNotOwner) {
-		t.Errorf("the adopted stream's call after a newer driver = %v, want ErrNotOwner", err)
+		t.Errorf("the session's call after a newer driver = %v, want ErrNotOwner", err)
 	}
 }
 
 // TestSpareNotUsable: a spare that cannot serve the session is closed and
-// the session opens its own stream, or fails exactly as it would have
-// without a spare.
+// the session opens the pod's stream, or fails exactly as it would have
+// without a spare. A superseded owner is refused on the spare itself, which
+// stays the pod's stream.
 func TestSpareNotUsable(t *testing.T) {
 	owner := executor.Owner{SessionUID: "uid-1", Holder: "ns-a/ao/ao-1", Epoch: 4}
 	tests := []struct {
@@ -122,7 +124,7 @@ func TestSpareNotUsable(t *testing.T) {
 			if err := run(t, other.Env(sessionTarget(h, newer))); err != nil {
 				t.Fatalf("the newer driver: %v", err)
 			}
-		}, true, executor.ErrNotOwner, 3},
+		}, true, executor.ErrNotOwner, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,9 +157,9 @@ func TestSpareNotUsable(t *testing.T) {
 	}
 }
 
-// TestConcurrentOpensNeverShareTheSpare: two sessions opening streams to
-// the pod at once get two streams; at most one of them is the spare.
-func TestConcurrentOpensNeverShareTheSpare(t *testing.T) {
+// TestConcurrentSessionsShareTheSpare: two sessions calling at once on a
+// pod with a spare share it as the pod's stream: no further exec.
+func TestConcurrentSessionsShareTheSpare(t *testing.T) {
 	for i := range 3 {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			h := newHarness(t)
@@ -180,11 +182,11 @@ func TestConcurrentOpensNeverShareTheSpare(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			if envs[0].pc.client == envs[1].pc.client {
-				t.Fatal("two sessions share one stream")
+			if envs[0].pc != envs[1].pc {
+				t.Fatal("two sessions of one pod do not share its stream")
 			}
-			if n := execStreams(h); n != 2 {
-				t.Errorf("%d exec streams, want 2 (the spare and one new)", n)
+			if n := execStreams(h); n != 1 {
+				t.Errorf("%d exec streams, want 1 (the spare)", n)
 			}
 		})
 	}

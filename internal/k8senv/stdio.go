@@ -29,7 +29,7 @@ func (e *Env) StartStdio(ctx context.Context, argv []string, env map[string]stri
 		return &ownStream{StdioStream: s, c: c}, nil
 	}
 	var s *executor.StdioStream
-	err := e.with(ctx, func(c *executor.Client) error {
+	err := e.with(ctx, func(ctx context.Context, c *executor.Client) error {
 		var err error
 		s, err = c.StartStdio(ctx, argv, env, workingDir)
 		return err

@@ -139,7 +139,7 @@ func New(reg prometheus.Registerer, prices *pricing.Table) (*Recorder, error) {
 			"Sessions that could start in a warm-pool pod, by namespace and result (claimed, or miss when no pod was free).",
 			"namespace", "result"),
 		startStages: histogramVec("session_start_stage_seconds",
-			"Duration of the stages of a session's start, by stage: runner_claim (runner picks the session up until it holds its claim), build (LLM client, tools and loop built), pod_check and exec_handshake (opening the workspace pod's exec stream) or adopt (taking over a warm pod's spare stream instead), first_tool_call (the first tool call), runner_to_first_tool (runner pickup to the first tool result).",
+			"Duration of the stages of a session's start, by stage: runner_claim (runner picks the session up until it holds its claim), build (LLM client, tools and loop built), pod_check and exec_handshake (opening the workspace pod's exec stream) or spare (taking over the stream the warm pool kept open to the pod instead), first_tool_call (the first tool call), runner_to_first_tool (runner pickup to the first tool result).",
 			[]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}, "stage"),
 	}
 	for _, c := range []prometheus.Collector{
@@ -250,14 +250,14 @@ const (
 	StageBuild             = "build"
 	StagePodCheck          = "pod_check"
 	StageExecHandshake     = "exec_handshake"
-	StageAdopt             = "adopt"
+	StageSpare             = "spare"
 	StageFirstToolCall     = "first_tool_call"
 	StageRunnerToFirstTool = "runner_to_first_tool"
 )
 
 // startStages are the stage label values; any other stage is "other".
 var startStages = []string{StageRunnerClaim, StageBuild, StagePodCheck, StageExecHandshake,
-	StageAdopt, StageFirstToolCall, StageRunnerToFirstTool}
+	StageSpare, StageFirstToolCall, StageRunnerToFirstTool}
 
 // SessionStartStage records that stage of a session's start took d
 // (runner.Options.StartStage, k8senv.Config.OnOpen).

@@ -592,8 +592,8 @@ func TestSessionStartStage(t *testing.T) {
 		{"known stages", map[string][]time.Duration{
 			StageRunnerClaim:   {2 * time.Millisecond},
 			StageExecHandshake: {20 * time.Millisecond, 40 * time.Millisecond},
-			StageAdopt:         {time.Millisecond},
-		}, map[string][]float64{`stage="runner_claim"`: {0.002}, `stage="exec_handshake"`: {0.02, 0.04}, `stage="adopt"`: {0.001}}},
+			StageSpare:         {time.Millisecond},
+		}, map[string][]float64{`stage="runner_claim"`: {0.002}, `stage="exec_handshake"`: {0.02, 0.04}, `stage="spare"`: {0.001}}},
 		{"unknown stage is other", map[string][]time.Duration{"made_up": {time.Second}},
 			map[string][]float64{`stage="other"`: {1}}},
 		{"negative is zero", map[string][]time.Duration{StageBuild: {-time.Second}},
