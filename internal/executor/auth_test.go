@@ -164,16 +164,16 @@ func TestHandshake(t *testing.T) {
 			return string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: h, Proof: p})}))
 		}, "does not prove the stream key"},
 		{"client refuses features without their proof", func(key []byte) string {
-			h := Hello{Version: Version, WorkingDirectory: "/w", Features: []string{FeatureAdoptOwner}}
+			h := Hello{Version: Version, WorkingDirectory: "/w", Features: []string{FeatureCallOwner}}
 			return string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: h, Proof: helloProof(key, h)})}))
 		}, "features are not proven"},
 		{"client refuses features proven with another key", func(key []byte) string {
-			h := Hello{Version: Version, WorkingDirectory: "/w", Features: []string{FeatureAdoptOwner}}
+			h := Hello{Version: Version, WorkingDirectory: "/w", Features: []string{FeatureCallOwner}}
 			return string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: h, Proof: helloProof(key, h),
 				FeaturesProof: featuresProof(make([]byte, KeySize), h.Features)})}))
 		}, "features are not proven"},
 		{"client refuses features other than the proven ones", func(key []byte) string {
-			h := Hello{Version: Version, WorkingDirectory: "/w", Features: []string{FeatureAdoptOwner}}
+			h := Hello{Version: Version, WorkingDirectory: "/w", Features: []string{FeatureCallOwner}}
 			p := featuresProof(key, []string{"other"})
 			return string(mustJSON(Frame{Kind: KindHello, Body: mustJSON(serverHello{Hello: h, Proof: helloProof(key, h), FeaturesProof: p})}))
 		}, "features are not proven"},
@@ -195,6 +195,30 @@ func TestHandshake(t *testing.T) {
 				t.Errorf("NewClient = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestHelloFeaturesAreProven: the hello's proof covers every field but the
+// features (as before features existed), and the features have a proof of
+// their own bound to the key.
+func TestHelloFeaturesAreProven(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, KeySize)
+	other := bytes.Repeat([]byte{8}, KeySize)
+	base := Hello{Version: Version, MaxFrame: 1 << 20, WorkingDirectory: "/w", Platform: "linux", OSVersion: "6"}
+	with := base
+	with.Features = []string{FeatureCallOwner}
+	if !bytes.Equal(helloProof(key, base), helloProof(key, with)) {
+		t.Error("the hello proof changed with features: clients that predate features would refuse the hello")
+	}
+	if featuresProof(key, nil) != nil {
+		t.Error("a proof of no features")
+	}
+	p := featuresProof(key, with.Features)
+	if bytes.Equal(p, featuresProof(other, with.Features)) || bytes.Equal(p, featuresProof(key, []string{"other"})) {
+		t.Error("the features proof does not bind the key and the features")
+	}
+	if !with.HasFeature(FeatureCallOwner) || base.HasFeature(FeatureCallOwner) {
+		t.Error("HasFeature")
 	}
 }
 

@@ -30,7 +30,7 @@ func ContextWithCallOwner(ctx context.Context, o Owner) context.Context {
 // why the call cannot be sent.
 func (c *Client) callOwner(ctx context.Context, op string) (*Owner, error) {
 	o, ok := ctx.Value(callOwnerKey{}).(Owner)
-	if !ok || o.IsZero() || op == OpAdoptOwner {
+	if !ok || o.IsZero() {
 		return nil, nil
 	}
 	if err := o.Validate(); err != nil {
@@ -46,7 +46,7 @@ func (c *Client) callOwner(ctx context.Context, op string) (*Owner, error) {
 // (nil: unchecked) for a call without an owner, else the guard of the
 // call's owner. A call owner on a stream that has an owner must be that
 // owner; anything else is a bad request. It runs in the call's goroutine;
-// s.owner no longer changes once a call started (adopt.go).
+// s.owner is set by the handshake, before any call starts.
 func (s *server) guardOf(f *Frame) (*ownerGuard, *WireError) {
 	if f.Owner == nil || !s.has(FeatureCallOwner) {
 		// An executor without the feature ignores the field; clients do

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -152,26 +151,23 @@ func TestSupersededCallOwnerIsRefusedAlone(t *testing.T) {
 	}
 }
 
-// TestCallOwnerOnAnOwnedStream: a stream with an owner (from its hello or
-// adopted) only runs calls of that owner; calls with another owner are bad
-// requests refused by the server, and bad call owners too.
+// TestCallOwnerOnAnOwnedStream: a stream with an owner (from its hello) only
+// runs calls of that owner; calls with another owner are bad requests
+// refused by the server, and bad call owners too.
 func TestCallOwnerOnAnOwnedStream(t *testing.T) {
 	o := Owner{SessionUID: "s-1", Holder: "a", Epoch: 1}
 	other := Owner{SessionUID: "s-2", Holder: "a", Epoch: 1}
 	tests := []struct {
 		name    string
 		hello   Owner // zero: none
-		adopt   bool  // the stream adopts o
 		call    Owner
 		wantErr string // the answer's error code; "" accepted
 	}{
-		{"hello owner, same call owner", o, false, o, ""},
-		{"hello owner, another call owner", o, false, other, CodeBadRequest},
-		{"hello owner, another epoch of the session", o, false, Owner{SessionUID: "s-1", Holder: "a", Epoch: 2}, CodeBadRequest},
-		{"adopted owner, same call owner", Owner{}, true, o, ""},
-		{"adopted owner, another call owner", Owner{}, true, other, CodeBadRequest},
-		{"no owner, invalid call owner", Owner{}, false, Owner{SessionUID: "bad/uid", Holder: "a"}, CodeBadRequest},
-		{"no owner, call owner", Owner{}, false, other, ""},
+		{"hello owner, same call owner", o, o, ""},
+		{"hello owner, another call owner", o, other, CodeBadRequest},
+		{"hello owner, another epoch of the session", o, Owner{SessionUID: "s-1", Holder: "a", Epoch: 2}, CodeBadRequest},
+		{"no owner, invalid call owner", Owner{}, Owner{SessionUID: "bad/uid", Holder: "a"}, CodeBadRequest},
+		{"no owner, call owner", Owner{}, other, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,11 +175,6 @@ func TestCallOwnerOnAnOwnedStream(t *testing.T) {
 			c, err := ownedClient(t, dir, tt.hello)
 			if err != nil {
 				t.Fatal(err)
-			}
-			if tt.adopt {
-				if err := c.AdoptOwner(t.Context(), o); err != nil {
-					t.Fatalf("AdoptOwner: %v", err)
-				}
 			}
 			call := tt.call
 			ans := rawCall(t, c, &Frame{Op: OpFileExists, Body: mustJSON(PathArgs{Path: "."}), Owner: &call})
@@ -218,7 +209,6 @@ func TestCallOwnerNeedsTheFeature(t *testing.T) {
 		want    error
 	}{
 		{"server without call owners", []string{FeatureCallOwner}, o, ErrCallOwnerUnsupported},
-		{"server without any feature", []string{FeatureCallOwner, FeatureAdoptOwner}, o, ErrCallOwnerUnsupported},
 		{"invalid owner", nil, Owner{SessionUID: "s 1", Holder: "a"}, nil},
 	}
 	for _, tt := range tests {
@@ -249,15 +239,22 @@ func TestCallOwnerNeedsTheFeature(t *testing.T) {
 }
 
 // TestWithoutFeaturesBehavesLikeAnOlderExecutor: a server told to go
-// without adopt_owner answers it as an executor that predates the op.
+// without call owners announces no features (a client still accepts its
+// hello) and, like an executor that predates them, ignores a call's owner:
+// the call runs unchecked and no owner record is written.
 func TestWithoutFeaturesBehavesLikeAnOlderExecutor(t *testing.T) {
-	c := sharedClient(t, filepath.Join(t.TempDir(), "owners"), ServeOptions{WithoutFeatures: []string{FeatureAdoptOwner}})
-	if got := c.ServerInfo().Features; !slices.Equal(got, []string{FeatureCallOwner}) {
-		t.Errorf("features %q, want only %s", got, FeatureCallOwner)
+	dir := filepath.Join(t.TempDir(), "owners")
+	c := sharedClient(t, dir, ServeOptions{WithoutFeatures: []string{FeatureCallOwner}})
+	if got := c.ServerInfo().Features; len(got) != 0 {
+		t.Errorf("features %q, want none", got)
 	}
-	ans := rawCall(t, c, &Frame{Op: OpAdoptOwner, Body: mustJSON(Owner{SessionUID: "s-1", Holder: "a", Epoch: 1})})
-	if ans.Kind != KindError || ans.Error.Code != CodeUnknownOp {
-		t.Errorf("adopt_owner answered %s %+v, want %s", ans.Kind, ans.Error, CodeUnknownOp)
+	o := Owner{SessionUID: "s-1", Holder: "a", Epoch: 1}
+	ans := rawCall(t, c, &Frame{Op: OpFileExists, Body: mustJSON(PathArgs{Path: "."}), Owner: &o})
+	if ans.Kind != KindResult {
+		t.Errorf("call with an owner answered %s %+v, want a result", ans.Kind, ans.Error)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 0 {
+		t.Errorf("owner records written by a server without call owners: %v", m)
 	}
 }
 

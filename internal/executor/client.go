@@ -66,7 +66,7 @@ type Client struct {
 	sendMax    int
 	cancelWait time.Duration
 	hello      Hello
-	owner      *Owner // presented in the hello or adopted (under mu after the handshake); nil: unchecked
+	owner      *Owner // presented in the hello; nil: unchecked
 
 	stdioBuffer int // unread stdout held per stdio process (stdio.go)
 

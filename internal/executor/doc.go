@@ -45,16 +45,16 @@
 //
 // Then the client sends "call" frames, each with a fresh non-zero id, an op
 // (read_file, write_file, delete_file, file_exists, list_directory, exec,
-// grep, glob, initialize, cleanup, stdio, fetch, adopt_owner), a JSON
-// body and optionally an owner (see "Call owners"). The server handles
-// calls concurrently (adopt_owner in order, see "Adopting an owner") and
-// answers each with exactly one "result" or "error" frame with the same id;
-// an exec call may be preceded by "output" frames carrying chunks of output
-// while the command runs. A "cancel" frame with a call's id cancels that
-// call (an exec is terminated and answers with an error frame of code
-// "canceled" whose body holds the partial result). A genuine frame
-// that does not decode gets an error frame (id 0 when the id is unknown) and
-// never ends the stream. When the input ends, every call in flight is
+// grep, glob, initialize, cleanup, stdio, fetch), a JSON body and
+// optionally an owner (see "Call owners"); a call of any other op is
+// answered with an error frame of code "unknown_op". The server handles
+// calls concurrently and answers each with exactly one "result" or "error"
+// frame with the same id; an exec call may be preceded by "output" frames
+// carrying chunks of output while the command runs. A "cancel" frame with a
+// call's id cancels that call (an exec is terminated and answers with an
+// error frame of code "canceled" whose body holds the partial result). A
+// genuine frame that does not decode gets an error frame (id 0 when the id
+// is unknown) and never ends the stream. When the input ends, every call in flight is
 // cancelled.
 //
 // # Stdio processes
@@ -137,32 +137,18 @@
 // than two seconds) refuses its session's calls with not_owner too, and
 // affects no other session. See docs/security.md ("Superseded drivers").
 //
-// # Adopting an owner
+// # Features
 //
-// A stream opened without an owner (e.g. a spare stream kept open to a warm
-// pool pod before any session claimed it) can take one later with an
-// "adopt_owner" call whose body is an Owner. The server runs exactly the
-// check a hello with that owner runs: a superseded owner is refused with
-// "not_owner" and the server ends the stream, as it does after a refused
-// hello; an accepted one is recorded and every later call of the stream is
-// checked against it, so an adopted stream is indistinguishable from one
-// whose hello carried the owner. The call is only accepted as the stream's
-// first call, once, on a stream whose hello had no owner; otherwise it is
-// refused with code "adopt_refused" (ErrAdoptRefused) and the stream stays as
-// it was. Refusing it after other calls keeps every call of an owned stream
-// checked from its first: no call of the stream ever ran unchecked before its
-// owner was known. The server handles it on its read loop, before it reads
-// the next frame.
-//
-// A server announces that it accepts the op in its hello:
-// "features":["adopt_owner",...], bound to the key by "featuresProof"
-// (HMAC-SHA256 with the key over a domain string and the features' JSON),
-// while "proof" covers the hello without its features as before. Clients
-// that predate features ignore both fields; a client refuses a hello whose
-// features are not proven (ErrFrameAuth). AdoptOwner fails with
-// ErrAdoptUnsupported without a round trip when the hello does not announce
-// the op, so a caller can open a new stream with the owner in its hello
-// instead. The protocol version stays 2.
+// A server announces what it accepts beyond the version's base protocol in
+// its hello: "features":["call_owner",...], bound to the key by
+// "featuresProof" (HMAC-SHA256 with the key over a domain string and the
+// features' JSON), while "proof" covers the hello without its features as
+// before. Clients that predate features ignore both fields; a client refuses
+// a hello whose features are not proven (ErrFrameAuth). A client checks that
+// the hello announces a feature (Hello.HasFeature) before it relies on it,
+// without a round trip. A server started with ServeOptions.WithoutFeatures
+// neither announces nor accepts those features, like an executor that
+// predates them. The protocol version stays 2.
 //
 // # Call owners
 //
@@ -186,20 +172,18 @@
 // check (a record that was tampered with and then repaired refuses and then
 // accepts again, as for an owned stream).
 //
-// On a stream whose hello carried an owner (or that adopted one) a call
-// owner must be that owner: any other is refused with "bad_request", so a
-// stream is either one session's or shared, never both. Calls without an
-// owner are checked as before (against the stream's owner, if any; not at
-// all on a stream without one). adopt_owner remains a stream's first call
-// only, so a stream that ran calls with owners cannot adopt one.
+// On a stream whose hello carried an owner a call owner must be that owner:
+// any other is refused with "bad_request", so a stream is either one
+// session's or shared, never both. Calls without an owner are checked as
+// before (against the stream's owner, if any; not at all on a stream
+// without one).
 //
 // A server announces the feature in its hello as "call_owner"
-// (FeatureCallOwner), proven with the other features. A server that
-// predates it ignores the field and would run the call unchecked, so a
-// client refuses to send a call with an owner to a server that does not
-// announce it (ErrCallOwnerUnsupported, without a round trip); the caller
-// then opens a stream with the owner in its hello instead. The protocol
-// version stays 2.
+// (FeatureCallOwner, see "Features"). A server that predates it ignores the
+// field and would run the call unchecked, so a client refuses to send a call
+// with an owner to a server that does not announce it
+// (ErrCallOwnerUnsupported, without a round trip); the caller then opens a
+// stream with the owner in its hello instead.
 //
 // ProtectProcess makes the serving process non-dumpable, so processes of
 // the same user (the commands it runs) cannot open its descriptors or read

@@ -23,15 +23,16 @@ type ServeOptions struct {
 	Log logr.Logger
 	// OwnerDir is the directory of the pod's owner records, shared by all
 	// its serve processes (default DefaultOwnerDir, created 0700 when
-	// missing). Only streams whose hello carries an Owner use it.
+	// missing). Only streams whose hello carries an Owner, and calls that
+	// carry one, use it.
 	OwnerDir string
 	// MaxStdinQueue bounds the unread stdin of one stdio process
 	// (0: DefaultStdinQueue).
 	MaxStdinQueue int
-	// WithoutFeatures are features (FeatureAdoptOwner, FeatureCallOwner)
-	// the server neither announces nor accepts, behaving as an executor
-	// that predates them: to roll a feature out gradually, or to test
-	// clients against older executors.
+	// WithoutFeatures are features (FeatureCallOwner) the server neither
+	// announces nor accepts, behaving as an executor that predates them: to
+	// roll a feature out gradually, or to test clients against older
+	// executors.
 	WithoutFeatures []string
 }
 
@@ -122,12 +123,8 @@ type server struct {
 	log logr.Logger
 
 	ownerDir string
-	owner    *ownerGuard // set by the handshake when the hello carries an Owner, or by adopt
+	owner    *ownerGuard // set by the handshake when the hello carries an Owner
 	features []string    // announced in the hello and accepted
-
-	// Only the read loop uses these (adopt.go).
-	adoptTried bool // an adopt_owner call was answered
-	called     bool // a call other than adopt_owner started
 
 	wmu sync.Mutex
 	w   io.Writer
@@ -247,13 +244,6 @@ func (s *server) loop(ctx context.Context, next func() (*Frame, error)) error {
 		}
 		switch f.Kind {
 		case KindCall:
-			if f.Op == OpAdoptOwner && s.has(FeatureAdoptOwner) {
-				if err := s.adopt(ctx, f); err != nil {
-					return err
-				}
-				continue
-			}
-			s.called = true
 			s.start(ctx, f)
 		case KindCancel:
 			s.mu.Lock()

@@ -23,15 +23,10 @@ const (
 	OpGlob          = "glob"
 	OpInitialize    = "initialize"
 	OpCleanup       = "cleanup"
-	// OpAdoptOwner sets the owner token of a stream opened without one
-	// (see the package doc, "Adopting an owner"); its body is an Owner.
-	OpAdoptOwner = "adopt_owner"
 )
 
 // Features a server announces in its hello (Hello.Features).
 const (
-	// FeatureAdoptOwner: the server accepts OpAdoptOwner.
-	FeatureAdoptOwner = "adopt_owner"
 	// FeatureCallOwner: the server checks the owner a call frame carries
 	// (Frame.Owner, see the package doc, "Call owners").
 	FeatureCallOwner = "call_owner"
@@ -39,7 +34,7 @@ const (
 
 // features are the features this server has, in the order its hello
 // announces them.
-var features = []string{FeatureAdoptOwner, FeatureCallOwner}
+var features = []string{FeatureCallOwner}
 
 // Error codes of WireError.
 const (
@@ -56,9 +51,6 @@ const (
 	CodeInternal      = "internal"
 	CodeFailed        = "failed"   // any other error of the environment
 	CodeConflict      = "conflict" // conditional write: the file changed
-	// CodeAdoptRefused: an adopt_owner call on a stream that has an owner
-	// already or has run other calls.
-	CodeAdoptRefused = "adopt_refused"
 	// CodeNotOwner (owner.go): the stream's driver was superseded.
 )
 
@@ -70,8 +62,7 @@ type Hello struct {
 	Platform         string `json:"platform,omitempty"`
 	OSVersion        string `json:"osVersion,omitempty"`
 	// Features lists what the server accepts beyond the version's base
-	// protocol (FeatureAdoptOwner, FeatureCallOwner); only a server's hello
-	// carries it. It is
+	// protocol (FeatureCallOwner); only a server's hello carries it. It is
 	// proven by its own tag (serverHello.FeaturesProof), not by the hello's
 	// proof, so clients that predate it still accept the hello.
 	Features []string `json:"features,omitempty"`
@@ -195,8 +186,6 @@ func (e *RemoteError) Unwrap() error {
 		return tool.ErrConflict
 	case CodeNotOwner:
 		return ErrNotOwner
-	case CodeAdoptRefused:
-		return ErrAdoptRefused
 	}
 	return nil
 }

@@ -43,9 +43,9 @@
 // opening an exec: the pod is read and checked against the opening session's
 // Expect and one round trip shows the spare alive, reported to
 // Config.OnOpen as StagePodCheck and StageSpare; the spare then is the
-// pod's shared stream (the sessions' owners travel with their calls, so
-// nothing is adopted). A spare is taken over once at most, is never
-// reopened when it ends, and on any failure is closed and a new stream
+// pod's shared stream, still without an owner of its own (the sessions'
+// owners travel with their calls). A spare is taken over once at most, is
+// never reopened when it ends, and on any failure is closed and a new stream
 // opened as usual. Pool.DropSpare, Release and Close close spares.
 //
 // The per-call mode opens one exec per call, like `kubectl exec`; it exists
