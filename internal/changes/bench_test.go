@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/changes"
+	"github.com/agent-operator/agent-operator/internal/loop/localenv"
 )
 
 // BenchmarkRecordAndPush1000Files measures Succeeded → committed, patch
@@ -34,5 +36,30 @@ func BenchmarkRecordAndPush1000Files(b *testing.B) {
 		if res.PushReason != agentsv1.ReasonPushed || res.Changes.FilesChanged != 1000 {
 			b.Fatalf("push %s (%s), %d files", res.PushReason, res.PushMessage, res.Changes.FilesChanged)
 		}
+	}
+}
+
+// BenchmarkBaseline measures Baseline on a warm start's workspaces (issue
+// 24: it runs before the session's first model call). Through localenv a
+// round trip is a process spawn; in a pod the exec stream's 1-3 ms add to it.
+func BenchmarkBaseline(b *testing.B) {
+	for _, git := range []bool{false, true} {
+		name := "non-git"
+		if git {
+			name = "git"
+		}
+		b.Run(name, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				env, err := localenv.New(baselineWorkspace(b, git))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if err := (&changes.Recorder{}).Baseline(b.Context(), env, baselineSession(fmt.Sprint("bench-", i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

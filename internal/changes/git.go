@@ -73,6 +73,20 @@ func (r *repo) command(args ...string) string {
 // sh runs a shell command line at the workspace root and returns its stdout;
 // a non-zero exit is an error carrying stderr.
 func (r *repo) sh(ctx context.Context, line string, env map[string]string) (string, error) {
+	res, err := r.exec(ctx, firstWords(line), line, env)
+	if err != nil {
+		return "", err
+	}
+	if res.ExitCode != 0 {
+		return res.Stdout, &gitError{cmd: firstWords(line), code: res.ExitCode, stderr: strings.TrimSpace(res.Stderr)}
+	}
+	return res.Stdout, nil
+}
+
+// exec runs a shell command line at the workspace root with git's
+// environment plus env, in one round trip; name names it in errors. A
+// non-zero exit is a result, not an error.
+func (r *repo) exec(ctx context.Context, name, line string, env map[string]string) (*tool.ExecResult, error) {
 	// Neither the system's nor $HOME's git configuration applies (HOME is
 	// /workspace in the pod: the agent writes it).
 	e := map[string]string{"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
@@ -81,15 +95,12 @@ func (r *repo) sh(ctx context.Context, line string, env map[string]string) (stri
 	}
 	res, err := r.env.ExecCommand(ctx, line, tool.ExecOptions{Timeout: gitTimeout, WorkingDir: r.env.WorkingDirectory(), Env: e})
 	if err != nil {
-		return "", fmt.Errorf("run %s: %w", firstWords(line), err)
+		return nil, fmt.Errorf("run %s: %w", name, err)
 	}
 	if res.TimedOut {
-		return "", fmt.Errorf("run %s: timed out after %s", firstWords(line), gitTimeout)
+		return nil, fmt.Errorf("run %s: timed out after %s", name, gitTimeout)
 	}
-	if res.ExitCode != 0 {
-		return res.Stdout, &gitError{cmd: firstWords(line), code: res.ExitCode, stderr: strings.TrimSpace(res.Stderr)}
-	}
-	return res.Stdout, nil
+	return res, nil
 }
 
 // git runs one git command.

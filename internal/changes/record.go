@@ -107,36 +107,74 @@ func Branch(s *agentsv1.AgentSession) string {
 // workspace (later calls keep it): the checked-out commit of a git
 // workspace, or else a commit of the whole workspace in the operator's
 // private git directory (privateDir, excluded from itself).
+//
+// It runs before the session's first model call, so it is one shell script
+// and one round trip to the workspace (see baselineScript), not one per
+// git command.
 func (rc *Recorder) Baseline(ctx context.Context, env tool.ExecutionEnvironment, s *agentsv1.AgentSession) error {
-	r, err := openRepo(ctx, env)
+	r := &repo{env: env}
+	res, err := r.exec(ctx, "the baseline script", baselineScript(s.Name), operatorIdentity())
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
-	if _, ok, err := r.revParse(ctx, baseRef); err == nil && ok {
+	stderr := strings.TrimSpace(res.Stderr)
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if res.ExitCode == 0 && len(f) > 0 && (f[0] == "kept" || f[0] == "base") {
 		return nil
 	}
-	if r.private {
-		init := "mkdir -p " + quote(privateDir+"/git/info") + " && " + r.command("init", "-q") +
-			" && printf '/%s/\\n' " + quote(privateDir) + " > " + quote(privateDir+"/git/info/exclude")
-		if _, err := r.sh(ctx, init, nil); err != nil {
-			return fmt.Errorf("baseline: %w", err)
-		}
-		if _, err := r.git(ctx, nil, "add", "-A"); err != nil {
-			return fmt.Errorf("baseline: %w", err)
-		}
-		msg := "agent-operator: workspace of " + s.Name + " at start"
-		if _, err := r.git(ctx, operatorIdentity(), "commit", "-q", "--no-verify", "--allow-empty", "-m", msg); err != nil {
-			return fmt.Errorf("baseline: %w", err)
+	if len(f) == 3 && f[0] == "fail" {
+		if code, err := strconv.Atoi(f[2]); err == nil {
+			if f[1] == "rev-parse" { // of HEAD: exit code 1 means no such commit
+				var ge error
+				if code != 1 {
+					ge = &gitError{cmd: "git rev-parse", code: code, stderr: stderr}
+				}
+				return fmt.Errorf("baseline: the workspace's git repository has no commit checked out (%v)", ge)
+			}
+			return fmt.Errorf("baseline: %w", &gitError{cmd: "git " + f[1], code: code, stderr: stderr})
 		}
 	}
-	head, ok, err := r.revParse(ctx, "HEAD")
-	if err != nil || !ok {
-		return fmt.Errorf("baseline: the workspace's git repository has no commit checked out (%v)", err)
-	}
-	if _, err := r.git(ctx, nil, "update-ref", baseRef, head); err != nil {
-		return fmt.Errorf("baseline: %w", err)
-	}
-	return nil
+	return fmt.Errorf("baseline: the baseline script exited %d with output %q: %s", res.ExitCode, res.Stdout, stderr)
+}
+
+// baselineScript is the POSIX shell script of Baseline, run at the
+// workspace root with the operator's identity in its environment. Step by
+// step it does what separate git commands would: look for .git (else use
+// the private git directory, with r.command's flags either way); stop,
+// printing "kept", when baseRef already names a commit; for the private
+// directory create it (excluding itself), add -A and commit the whole
+// workspace; then point baseRef at HEAD and print "base <commit>". A failed
+// step prints "fail <step> <exit code>" with the step's stderr on stderr
+// (the stderr of steps that succeed is dropped).
+func baselineScript(session string) string {
+	git, private := (&repo{}).command(), (&repo{private: true}).command()
+	msg := "agent-operator: workspace of " + session + " at start"
+	return `if [ -e .git ]; then private=; g() { ` + git + ` "$@"; }
+else private=1; g() { ` + private + ` "$@"; }
+fi
+step() {
+	_step=$1; shift
+	_err=$("$@" 2>&1 >/dev/null); _code=$?
+	if [ "$_code" -ne 0 ]; then
+		printf 'fail %s %d\n' "$_step" "$_code"; printf '%s\n' "$_err" >&2; exit "$_code"
+	fi
+}
+initPrivate() {
+	mkdir -p ` + quote(privateDir+"/git/info") + ` && g init -q &&
+	printf '/%s/\n' ` + quote(privateDir) + ` > ` + quote(privateDir+"/git/info/exclude") + `
+}
+if g rev-parse -q --verify ` + quote(baseRef+"^{commit}") + ` >/dev/null 2>&1; then echo kept; exit 0; fi
+if [ -n "$private" ]; then
+	step init initPrivate
+	step add g add -A
+	step commit g commit -q --no-verify --allow-empty -m ` + quote(msg) + `
+fi
+head=$(g rev-parse -q --verify 'HEAD^{commit}'); _code=$?
+if [ "$_code" -ne 0 ]; then printf 'fail rev-parse %d\n' "$_code"; exit "$_code"; fi
+step update-ref g update-ref ` + quote(baseRef) + ` "$head"
+printf 'base %s\n' "$head"
+`
 }
 
 // operatorIdentity is the committer of the operator's commits.

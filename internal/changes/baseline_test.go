@@ -1,0 +1,282 @@
+package changes_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/changes"
+	"github.com/agent-operator/agent-operator/internal/loop/localenv"
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
+)
+
+// countingEnv is instrumentation, not a stand-in: every method delegates to
+// a real localenv.Env (real files, real processes, real git). It counts the
+// calls that are a round trip to the executor in a workspace pod: all but
+// WorkingDirectory, Platform and OSVersion, which the executor client
+// answers from its handshake.
+type countingEnv struct {
+	env   *localenv.Env
+	calls atomic.Int64
+}
+
+var _ tool.ExecutionEnvironment = (*countingEnv)(nil)
+
+func (c *countingEnv) ReadFile(ctx context.Context, p string, o tool.ReadOptions) (*tool.FileContent, error) {
+	c.calls.Add(1)
+	return c.env.ReadFile(ctx, p, o)
+}
+
+func (c *countingEnv) WriteFile(ctx context.Context, p string, content []byte) error {
+	c.calls.Add(1)
+	return c.env.WriteFile(ctx, p, content)
+}
+
+func (c *countingEnv) DeleteFile(ctx context.Context, p string) error {
+	c.calls.Add(1)
+	return c.env.DeleteFile(ctx, p)
+}
+
+func (c *countingEnv) FileExists(ctx context.Context, p string) (bool, error) {
+	c.calls.Add(1)
+	return c.env.FileExists(ctx, p)
+}
+
+func (c *countingEnv) ListDirectory(ctx context.Context, p string, depth int) ([]tool.DirEntry, error) {
+	c.calls.Add(1)
+	return c.env.ListDirectory(ctx, p, depth)
+}
+
+func (c *countingEnv) ExecCommand(ctx context.Context, command string, o tool.ExecOptions) (*tool.ExecResult, error) {
+	c.calls.Add(1)
+	return c.env.ExecCommand(ctx, command, o)
+}
+
+func (c *countingEnv) Grep(ctx context.Context, pattern, p string, o tool.GrepOptions) (*tool.GrepResult, error) {
+	c.calls.Add(1)
+	return c.env.Grep(ctx, pattern, p, o)
+}
+
+func (c *countingEnv) Glob(ctx context.Context, pattern, p string) ([]string, error) {
+	c.calls.Add(1)
+	return c.env.Glob(ctx, pattern, p)
+}
+
+func (c *countingEnv) Initialize(ctx context.Context) error {
+	c.calls.Add(1)
+	return c.env.Initialize(ctx)
+}
+
+func (c *countingEnv) Cleanup(ctx context.Context) error {
+	c.calls.Add(1)
+	return c.env.Cleanup(ctx)
+}
+
+func (c *countingEnv) WorkingDirectory() string { return c.env.WorkingDirectory() }
+func (c *countingEnv) Platform() string         { return c.env.Platform() }
+func (c *countingEnv) OSVersion() string        { return c.env.OSVersion() }
+
+// baselineFiles are the files of the workspaces of the baseline tests.
+var baselineFiles = map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n", "it's quoted.txt": "q\n"}
+
+// baselineWorkspace makes a workspace holding baselineFiles; with git, a
+// repository with them committed and then an uncommitted edit of a.txt.
+func baselineWorkspace(t testing.TB, git bool) string {
+	t.Helper()
+	ws := t.TempDir()
+	for name, content := range baselineFiles {
+		p := filepath.Join(ws, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if git {
+		gitCmd(t, ws, "init", "-q")
+		gitCmd(t, ws, "add", "-A")
+		gitCmd(t, ws, "commit", "-q", "-m", "cloned")
+		if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("edited\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ws
+}
+
+func baselineSession(name string) *agentsv1.AgentSession {
+	return &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("u-" + name)}}
+}
+
+// Baseline is one round trip to the workspace in each common case, so a
+// warm start does not wait for one per git command (issue 24).
+func TestBaselineIsOneRoundTrip(t *testing.T) {
+	tests := []struct {
+		name  string
+		git   bool
+		again bool // count the second call, after a first one recorded the baseline
+	}{
+		{name: "fresh non-git workspace"},
+		{name: "git workspace with a checked-out commit", git: true},
+		{name: "baseline already recorded, non-git", again: true},
+		{name: "baseline already recorded, git", git: true, again: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env, err := localenv.New(baselineWorkspace(t, tc.git))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &changes.Recorder{}
+			s := baselineSession("rt")
+			if tc.again {
+				if err := rec.Baseline(t.Context(), env, s); err != nil {
+					t.Fatalf("first Baseline: %v", err)
+				}
+			}
+			c := &countingEnv{env: env}
+			if err := rec.Baseline(t.Context(), c, s); err != nil {
+				t.Fatalf("Baseline: %v", err)
+			}
+			if n := c.calls.Load(); n != 1 {
+				t.Fatalf("Baseline made %d round trips to the workspace, want 1", n)
+			}
+		})
+	}
+}
+
+// The baseline ref is the checked-out commit of a git workspace, a commit
+// of the whole workspace (without the private git directory) otherwise,
+// and a second call keeps it; with bash and with a plain POSIX sh.
+func TestBaselineRef(t *testing.T) {
+	const private = "--git-dir=.agent-operator/git"
+	tests := []struct {
+		name string
+		git  bool
+		// change runs between two Baseline calls (nil: one call only).
+		change func(t *testing.T, ws string)
+	}{
+		{name: "git workspace", git: true},
+		{name: "non-git workspace"},
+		{name: "second call, git workspace", git: true, change: func(t *testing.T, ws string) {
+			gitCmd(t, ws, "commit", "-q", "-a", "-m", "later")
+		}},
+		{name: "second call, non-git workspace", change: func(t *testing.T, ws string) {
+			if err := os.WriteFile(filepath.Join(ws, "later.txt"), []byte("later\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, shell := range []string{"/bin/bash", "/bin/sh"} {
+		if _, err := os.Stat(shell); err != nil {
+			t.Logf("no %s: %v", shell, err)
+			continue
+		}
+		for _, tc := range tests {
+			t.Run(filepath.Base(shell)+"/"+tc.name, func(t *testing.T) {
+				ws := baselineWorkspace(t, tc.git)
+				env, err := localenv.New(ws, localenv.WithShell(shell))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := &changes.Recorder{}
+				s := baselineSession("base")
+				if err := rec.Baseline(t.Context(), env, s); err != nil {
+					t.Fatalf("Baseline: %v", err)
+				}
+				dir := private
+				if tc.git {
+					dir = "--git-dir=.git"
+				}
+				ref := func() string {
+					return strings.TrimSpace(gitCmd(t, ws, dir, "rev-parse", "--verify", "refs/agent-operator/base^{commit}"))
+				}
+				base := ref()
+				if tc.git {
+					if head := strings.TrimSpace(gitCmd(t, ws, "rev-parse", "HEAD")); base != head {
+						t.Fatalf("base %s, want the checked-out HEAD %s", base, head)
+					}
+				} else {
+					want := slices.Sorted(maps.Keys(baselineFiles))
+					got := strings.Split(strings.TrimSuffix(gitCmd(t, ws, dir, "ls-tree", "-r", "-z", "--name-only", base), "\x00"), "\x00")
+					slices.Sort(got)
+					if !slices.Equal(got, want) {
+						t.Fatalf("baseline commit holds %q, want the workspace %q (no .agent-operator)", got, want)
+					}
+					for name, content := range baselineFiles {
+						if got := gitCmd(t, ws, dir, "show", base+":"+name); got != content {
+							t.Fatalf("%s at the baseline = %q, want %q", name, got, content)
+						}
+					}
+					if who := gitCmd(t, ws, dir, "log", "-1", "--format=%an <%ae>|%cn|%s", base); who != "agent-operator <agent-operator@localhost>|agent-operator|agent-operator: workspace of base at start\n" {
+						t.Fatalf("baseline commit by/message %q", who)
+					}
+				}
+				if tc.change == nil {
+					return
+				}
+				tc.change(t, ws)
+				if err := rec.Baseline(t.Context(), env, s); err != nil {
+					t.Fatalf("second Baseline: %v", err)
+				}
+				if again := ref(); again != base {
+					t.Fatalf("second call moved the baseline from %s to %s", base, again)
+				}
+				if !tc.git {
+					if head := strings.TrimSpace(gitCmd(t, ws, dir, "rev-parse", "HEAD")); head != base {
+						t.Fatalf("second call committed again: HEAD %s, base %s", head, base)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A failed step makes an error that says which and why: a git workspace
+// without a commit has no baseline; a file where the private git directory
+// goes fails its creation.
+func TestBaselineFailures(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, ws string)
+		want    []string // in the error
+	}{
+		{name: "git workspace without a commit", want: []string{"no commit checked out"},
+			prepare: func(t *testing.T, ws string) { gitCmd(t, ws, "init", "-q") }},
+		{name: "private directory blocked", want: []string{"git init", "exit code 1", "mkdir"},
+			prepare: func(t *testing.T, ws string) {
+				if err := os.WriteFile(filepath.Join(ws, ".agent-operator"), []byte("x"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := t.TempDir()
+			tc.prepare(t, ws)
+			env, err := localenv.New(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = (&changes.Recorder{}).Baseline(t.Context(), env, baselineSession("bad"))
+			if err == nil {
+				t.Fatal("Baseline succeeded, want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("Baseline = %q, want it to say %q", err, w)
+				}
+			}
+			t.Log(err)
+		})
+	}
+}
