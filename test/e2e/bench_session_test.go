@@ -19,6 +19,7 @@ import (
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/controllers/agentsession"
+	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
@@ -43,7 +44,7 @@ func benchStarts() int {
 // Timing is reported, never asserted: these specs fail only when a session does.
 var _ = Describe("session start, cold and from the warm pool", Ordered, Label("bench"), func() {
 	const release = "ao-bench"
-	var warmNS, coldNS, operatorNS string
+	var warmNS, coldNS, operatorNS, plugin string
 
 	BeforeAll(func(ctx SpecContext) {
 		var err error
@@ -59,12 +60,14 @@ var _ = Describe("session start, cold and from the warm pool", Ordered, Label("b
 		// sessions' own cleanups ran; the pool's pods go with the warm namespace.
 		operatorNS = installOperator(ctx, release, "ao-bench-op",
 			"workspace.warmPools[0].namespace="+warmNS, "workspace.warmPools[0].size=2")
+		plugin, err = framework.BuildPlugin(ctx, GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
 	}, NodeTimeout(6*time.Minute))
 
 	// startLatency creates a session replaying firstToolScript in ns and returns the time from
 	// its creation (the script's ConfigMap exists already, as a real model's Secret would) to
-	// its first tool run, and the pod it ran in.
-	startLatency := func(ctx context.Context, ns, name string) (time.Duration, string) {
+	// its first tool run, the pod it ran in and when it was created.
+	startLatency := func(ctx context.Context, ns, name string) (time.Duration, string, time.Time) {
 		GinkgoHelper()
 		cm := createScript(ctx, ns, name, firstToolScript)
 		start := time.Now()
@@ -76,7 +79,7 @@ var _ = Describe("session start, cold and from the warm pool", Ordered, Label("b
 		Expect(err).NotTo(HaveOccurred())
 		ns64, err := strconv.ParseInt(strings.TrimSpace(res.Stdout), 10, 64)
 		Expect(err).NotTo(HaveOccurred(), "first-tool time %q", res.Stdout)
-		return time.Unix(0, ns64).Sub(start), final.Status.PodName
+		return time.Unix(0, ns64).Sub(start), final.Status.PodName, start
 	}
 
 	// poolReady waits until the warm pool has its two pods Running and Ready.
@@ -107,8 +110,10 @@ var _ = Describe("session start, cold and from the warm pool", Ordered, Label("b
 		// The manager's start-stage histogram, summed over the warm starts only: it is scraped
 		// right before and after each (the cold starts observe it too).
 		stages := map[string]*stageTotal{}
+		// When each event of a warm start's journal was stamped, up to its first tool result.
+		timeline := journalTimeline{}
 		for i := range n {
-			d, pod := startLatency(ctx, coldNS, fmt.Sprintf("cold-%d", i))
+			d, pod, _ := startLatency(ctx, coldNS, fmt.Sprintf("cold-%d", i))
 			Expect(pod).To(HaveSuffix("-ws"), "a cold session gets its own pod")
 			cold = append(cold, d)
 
@@ -116,12 +121,13 @@ var _ = Describe("session start, cold and from the warm pool", Ordered, Label("b
 			before, err := scrapeManager(ctx, operatorNS, manager)
 			Expect(err).NotTo(HaveOccurred())
 			name := fmt.Sprintf("pooled-%d", i)
-			d, pod = startLatency(ctx, warmNS, name)
+			d, pod, created := startLatency(ctx, warmNS, name)
 			Expect(pod).To(And(HavePrefix("warm-"), Not(Equal(name+"-ws"))), "a session in the pool's namespace claims a warm pod")
 			owned := &corev1.Pod{}
 			Expect(f.Client.Get(ctx, client.ObjectKey{Namespace: warmNS, Name: pod}, owned)).To(Succeed())
 			Expect(metav1.GetControllerOf(owned)).NotTo(BeNil(), "the claimed pod is owned by its session")
 			warm = append(warm, d)
+			timeline.add(journalOf(ctx, plugin, warmNS, name), created)
 			after, err := scrapeManager(ctx, operatorNS, manager)
 			Expect(err).NotTo(HaveOccurred())
 			for _, stage := range startStages {
@@ -141,6 +147,9 @@ var _ = Describe("session start, cold and from the warm pool", Ordered, Label("b
 			fmt.Sprintf("%s (min %s, max %s)", median(warm), warm[0], warm[len(warm)-1]), "<= 50 ms (issue 24; issue 9: < 1 s)")
 		for _, stage := range startStages {
 			benchRow("warm start: "+stage, stages[stage].String(), "")
+		}
+		for _, r := range timeline.rows() {
+			benchRow("warm start: journal, create -> "+r[0], r[1], "")
 		}
 	}, SpecTimeout(15*time.Minute))
 
@@ -168,7 +177,7 @@ const startStageMetric = "agent_operator_session_start_stage_seconds"
 
 // startStages are the values of startStageMetric's stage label, in the order a start runs them
 // (runner_to_first_tool spans the others from the runner's start).
-var startStages = []string{"runner_claim", "build", "pod_check", "exec_handshake", "adopt", "first_tool_call", "runner_to_first_tool"}
+var startStages = []string{"runner_claim", "build", "pod_check", "exec_handshake", "spare", "first_tool_call", "runner_to_first_tool"}
 
 // stageTotal sums one stage's observations over several scrapes.
 type stageTotal struct {
@@ -272,4 +281,55 @@ func managerProcess(ctx context.Context, ns, pod string) (cpu, rss float64, err 
 
 func median(sorted []time.Duration) time.Duration {
 	return sorted[len(sorted)/2].Round(time.Millisecond)
+}
+
+// journalOf is the journal of session ns/name as `kubectl agent logs --raw` prints it.
+func journalOf(ctx context.Context, plugin, ns, name string) []loop.Event {
+	GinkgoHelper()
+	raw, err := framework.RunPlugin(ctx, plugin, kubeconfig(), "logs", "--raw", "-n", ns, name)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(raw.ExitCode).To(Equal(0), "kubectl agent logs --raw: %s", raw.Stderr)
+	return parseRawEvents(raw.Stdout)
+}
+
+// journalTimeline sums, over several sessions, when each of the first events of a session's
+// journal was stamped after the session's create, up to its first TOOL_CALL_END: where a
+// start's time goes before and inside the runner (the node's clock is the suite's).
+type journalTimeline struct {
+	order []string // event kinds, "KIND #n" for the n-th of a kind, in journal order
+	sum   map[string]time.Duration
+	count map[string]int
+}
+
+// add adds the offsets of evs from created.
+func (t *journalTimeline) add(evs []loop.Event, created time.Time) {
+	if t.sum == nil {
+		t.sum, t.count = map[string]time.Duration{}, map[string]int{}
+	}
+	seen := map[loop.EventKind]int{}
+	for _, ev := range evs {
+		seen[ev.Kind]++
+		key := string(ev.Kind)
+		if n := seen[ev.Kind]; n > 1 {
+			key = fmt.Sprintf("%s #%d", ev.Kind, n)
+		}
+		if _, ok := t.sum[key]; !ok {
+			t.order = append(t.order, key)
+		}
+		t.sum[key] += ev.Time.Sub(created)
+		t.count[key]++
+		if ev.Kind == loop.EventToolCallEnd {
+			return
+		}
+	}
+}
+
+// rows are the mean offset of each event, in journal order, with how many sessions had it.
+func (t *journalTimeline) rows() [][2]string {
+	var rows [][2]string
+	for _, key := range t.order {
+		mean := t.sum[key] / time.Duration(t.count[key])
+		rows = append(rows, [2]string{key, fmt.Sprintf("mean %s (%d sessions)", mean.Round(100*time.Microsecond), t.count[key])})
+	}
+	return rows
 }
