@@ -48,9 +48,9 @@ import (
 )
 
 type options struct {
-	metricsAddr, probeAddr string
-	leaderElect            bool
-	leaderElectionID       string
+	metricsAddr, probeAddr, pprofAddr string
+	leaderElect                       bool
+	leaderElectionID                  string
 
 	natsURL   string
 	natsConn  events.ConnectOptions
@@ -104,6 +104,7 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of Go's pprof endpoints for profiling the manager (0 disables them; bind to loopback and reach it with kubectl port-forward).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica runs sessions.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "agent-operator.agent-operator.dev", "Name of the leader election Lease.")
 	fs.StringVar(&o.natsURL, "nats-url", "", "URL of an external NATS server with JetStream; empty embeds one.")
@@ -258,6 +259,7 @@ func run(ctx context.Context, o options) error {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       o.leaderElectionID,
 		Controller:             config.Controller{UsePriorityQueue: ptr.To(o.priorityQueue)},

@@ -49,6 +49,11 @@ type childSpawner struct {
 
 	mu      sync.Mutex      // serialises Spawn, so parallel spawn_agent calls respect maxChildren
 	spawned map[string]bool // children created here; the cache may not have them yet
+	// calls maps the spawn_agent call IDs of the parent's children to the
+	// children's names: listed from the API server at this spawner's first
+	// spawn (adopt), then kept up to date with the children created here;
+	// nil until then.
+	calls map[string]string
 }
 
 var _ tool.SubagentSpawner = (*childSpawner)(nil)
@@ -85,8 +90,10 @@ func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.
 		return tool.SpawnResult{}, err
 	}
 	var children agentsv1.AgentSessionList
+	// Only read: the cache's own objects, not a copy of each (a wide
+	// fan-out lists hundreds of children per spawn).
 	if err := sp.c.List(ctx, &children, client.InNamespace(p.Namespace),
-		client.MatchingLabels{agentsv1.LabelParentUID: string(p.UID)}); err != nil {
+		client.MatchingLabels{agentsv1.LabelParentUID: string(p.UID)}, client.UnsafeDisableDeepCopy); err != nil {
 		return tool.SpawnResult{}, fmt.Errorf("list children: %w", err)
 	}
 	limit := int32(DefaultMaxChildren)
@@ -122,38 +129,63 @@ func (sp *childSpawner) Spawn(ctx context.Context, req tool.SpawnRequest) (tool.
 			sp.spawned = map[string]bool{}
 		}
 		sp.spawned[child.Name] = true
+		if req.CallID != "" {
+			sp.calls[req.CallID] = child.Name // adopt made calls
+		}
 		return tool.SpawnResult{AgentID: child.Name, Status: "running"}, nil
 	}
 }
 
 // adopt returns the child that an earlier run of the spawn_agent call
-// callID created (its AnnotationSpawnCall), if there is one. It lists from
-// the API server, not the cache: the child may have been created just before
-// a crash.
+// callID created (its AnnotationSpawnCall), if there is one. The children
+// are listed from the API server, not the cache, once per spawner (the
+// runner's life): a child may have been created just before a crash. Every
+// child created later is created here and noted in calls, so a wide
+// fan-out lists once instead of once per spawn. A known child is read again
+// (uncached) for its phase; one deleted since is not adopted.
 func (sp *childSpawner) adopt(ctx context.Context, callID string) (tool.SpawnResult, bool, error) {
-	var children agentsv1.AgentSessionList
-	if err := sp.r.List(ctx, &children, client.InNamespace(sp.parent.Namespace),
-		client.MatchingLabels{agentsv1.LabelParentUID: string(sp.parent.UID)}); err != nil {
-		return tool.SpawnResult{}, false, fmt.Errorf("list children: %w", err)
+	if sp.calls == nil {
+		var children agentsv1.AgentSessionList
+		if err := sp.r.List(ctx, &children, client.InNamespace(sp.parent.Namespace),
+			client.MatchingLabels{agentsv1.LabelParentUID: string(sp.parent.UID)}); err != nil {
+			return tool.SpawnResult{}, false, fmt.Errorf("list children: %w", err)
+		}
+		sp.calls = make(map[string]string, len(children.Items))
+		for _, c := range children.Items {
+			if id := c.Annotations[agentsv1.AnnotationSpawnCall]; id != "" {
+				sp.calls[id] = c.Name
+			}
+		}
 	}
-	for _, c := range children.Items {
-		if c.Annotations[agentsv1.AnnotationSpawnCall] != callID {
-			continue
-		}
-		if sp.spawned == nil {
-			sp.spawned = map[string]bool{}
-		}
-		sp.spawned[c.Name] = true
-		status := "running"
-		switch c.Status.Phase {
-		case agentsv1.PhaseSucceeded:
-			status = "completed"
-		case agentsv1.PhaseFailed, agentsv1.PhaseAborted:
-			status = "failed"
-		}
-		return tool.SpawnResult{AgentID: c.Name, Status: status}, true, nil
+	name, ok := sp.calls[callID]
+	if !ok {
+		return tool.SpawnResult{}, false, nil
 	}
-	return tool.SpawnResult{}, false, nil
+	var c agentsv1.AgentSession
+	if err := sp.r.Get(ctx, types.NamespacedName{Namespace: sp.parent.Namespace, Name: name}, &c); err != nil {
+		if apierrors.IsNotFound(err) {
+			delete(sp.calls, callID)
+			return tool.SpawnResult{}, false, nil
+		}
+		return tool.SpawnResult{}, false, fmt.Errorf("read child %s: %w", name, err)
+	}
+	if c.Annotations[agentsv1.AnnotationSpawnCall] != callID || c.Labels[agentsv1.LabelParentUID] != string(sp.parent.UID) {
+		// Deleted and made again by someone else under the same name.
+		delete(sp.calls, callID)
+		return tool.SpawnResult{}, false, nil
+	}
+	if sp.spawned == nil {
+		sp.spawned = map[string]bool{}
+	}
+	sp.spawned[c.Name] = true
+	status := "running"
+	switch c.Status.Phase {
+	case agentsv1.PhaseSucceeded:
+		status = "completed"
+	case agentsv1.PhaseFailed, agentsv1.PhaseAborted:
+		status = "failed"
+	}
+	return tool.SpawnResult{AgentID: c.Name, Status: status}, true, nil
 }
 
 // sessionDepth is spec.depth (0 when unset).

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -171,6 +172,8 @@ type spawnerFixture struct {
 	cached client.Client // reads from the informer cache, like the manager's client
 	cache  cache.Cache
 	parent *agentsv1.AgentSession
+	// kube reads the API server's own /metrics.
+	kube kubernetes.Interface
 }
 
 func newSpawnerFixture(t *testing.T) *spawnerFixture {
@@ -196,7 +199,11 @@ func newSpawnerFixture(t *testing.T) *spawnerFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &spawnerFixture{api: api, cached: cached, cache: c}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &spawnerFixture{api: api, cached: cached, cache: c, kube: kube}
 	f.parent = f.session(t, "lead", nil)
 	return f
 }
@@ -418,6 +425,73 @@ func TestSpawnCallRunAgainAdoptsItsChild(t *testing.T) {
 	}
 	if len(list.Items) != 1 || list.Items[0].Annotations[agentsv1.AnnotationSpawnCall] != "toolu_crash" {
 		t.Errorf("children %d, want exactly one, annotated with its call id", len(list.Items))
+	}
+}
+
+// lists counts the LIST requests on AgentSessions the API server has
+// served (apiserver_request_total).
+func (f *spawnerFixture) lists(t *testing.T) int {
+	t.Helper()
+	raw, err := f.kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="agentsessions"`) ||
+			!strings.Contains(line, `verb="LIST"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		n += int(v)
+	}
+	return n
+}
+
+// TestWideFanOutListsChildrenOnce: a spawner lists the parent's children
+// from the API server once (for the children an earlier run may have made
+// before a crash), not once per spawn: 40 spawns, one LIST. The children it
+// made itself are still adopted when their call runs again.
+func TestWideFanOutListsChildrenOnce(t *testing.T) {
+	f := newSpawnerFixture(t)
+	ctx := t.Context()
+	watch, err := newChildWatch(ctx, f.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start(t)
+	f.parent.Spec.Subagents.MaxChildren = ptr.To[int32](100)
+	sp := &childSpawner{c: f.cached, r: f.api, parent: f.parent, watch: watch}
+	before := f.lists(t)
+	const n = 40
+	ids := map[string]string{}
+	for i := range n {
+		call := fmt.Sprintf("toolu_%d", i)
+		res, err := sp.Spawn(ctx, tool.SpawnRequest{CallID: call, Task: "t"})
+		if err != nil {
+			t.Fatalf("spawn %d: %v", i, err)
+		}
+		ids[call] = res.AgentID
+	}
+	if got := f.lists(t) - before; got != 1 {
+		t.Errorf("%d LISTs of AgentSessions for %d spawns, want 1", got, n)
+	}
+	// A call run again (e.g. its TOOL_CALL_END was lost) gets its child.
+	f.finish(t, ids["toolu_7"], agentsv1.PhaseSucceeded, "done")
+	res, err := sp.Spawn(ctx, tool.SpawnRequest{CallID: "toolu_7", Task: "t"})
+	if err != nil || res.AgentID != ids["toolu_7"] || res.Status != "completed" {
+		t.Errorf("toolu_7 run again = %+v, %v; want %s, completed", res, err, ids["toolu_7"])
+	}
+	var list agentsv1.AgentSessionList
+	if err := f.api.List(ctx, &list, client.InNamespace(f.parent.Namespace),
+		client.MatchingLabels{agentsv1.LabelParentUID: string(f.parent.UID)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != n {
+		t.Errorf("%d children, want %d", len(list.Items), n)
 	}
 }
 
