@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 )
 
 // processPipe is the stream of a stdio server's process. It remembers why
@@ -31,7 +32,49 @@ func (p *processPipe) Read(b []byte) (int, error) {
 	return n, err
 }
 
-func (p *processPipe) Write(b []byte) (int, error) { return p.rwc.Write(b) }
+// Write writes to the process's stdin. When that fails the process stopped
+// reading it, most often because it exited: Write then waits (at most
+// endWait) for the process's output to end, so that the error of the call
+// says how the process ended ("exited with code 2") rather than "broken
+// pipe", whichever of the two the process reached first.
+func (p *processPipe) Write(b []byte) (int, error) {
+	n, err := p.rwc.Write(b)
+	if err != nil {
+		p.awaitEnd(endWait)
+	}
+	return n, err
+}
+
+// endWait bounds how long a failed write waits for the process's end.
+const endWait = 2 * time.Second
+
+// awaitEnd reads what is left of the process's output until its stream ends
+// (Read records why) or wait has passed. The reading goroutine ends at the
+// stream's end or when the pipe is closed.
+func (p *processPipe) awaitEnd(wait time.Duration) {
+	p.mu.Lock()
+	known := p.readErr != nil || p.closed
+	p.mu.Unlock()
+	if known {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			if _, err := p.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
 
 // Close ends the process; the SDK closes both halves of its transport, so
 // it may be called twice.

@@ -150,6 +150,11 @@ func TestStdioServerFailsToStart(t *testing.T) {
 			want: []string{"start mcp server s (command /no/such/server)", "no such file"}},
 		{name: "exits before answering", argv: []string{"sh", "-c", "echo bad config >&2; exit 2"},
 			want: []string{"connect to mcp server s (command sh -c", "exited with code 2", "bad config"}},
+		// The client's first write fails (broken pipe) before the process has
+		// exited: the error still says how it ended (CI once saw only
+		// "broken pipe" when the process won that race).
+		{name: "closes its stdin, then exits", argv: []string{"sh", "-c", "exec 0<&-; sleep 0.3; echo bad config >&2; exit 2"},
+			want: []string{"connect to mcp server s (command sh -c", "exited with code 2", "bad config"}},
 		{name: "not an MCP server", argv: []string{"echo", "hello"},
 			want: []string{"connect to mcp server s (command echo hello)"}},
 	}
