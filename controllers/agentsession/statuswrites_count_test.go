@@ -73,25 +73,7 @@ func TestBusySessionStatusWritesAreCoalesced(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "busy", Namespace: ns},
-				Data: map[string]string{"script.yaml": busyScript()}}
-			if err := testClient.Create(t.Context(), cm); err != nil {
-				t.Fatalf("create script: %v", err)
-			}
-			s := &agentsv1.AgentSession{
-				ObjectMeta: metav1.ObjectMeta{Name: uniqueName("busy"), Namespace: ns,
-					// Another class: the suite's manager leaves it to this test's reconciler.
-					Labels: map[string]string{agentsv1.LabelClass: "status-writes"}},
-				Spec: agentsv1.AgentSessionSpec{
-					Prompt: "Take many small steps",
-					Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo",
-						ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: "busy"}},
-					Limits: agentsv1.Limits{MaxTurns: 2 * busyTurns},
-				},
-			}
-			if err := testClient.Create(t.Context(), s); err != nil {
-				t.Fatalf("create session: %v", err)
-			}
+			s := statusWritesSession(t, ns, "busy", busyScript(), "Take many small steps", "demo", agentsv1.Limits{MaxTurns: 2 * busyTurns})
 			counter := &statusWriteCounter{suffix: "/agentsessions/" + s.Name + "/status"}
 			cfg := rest.CopyConfig(testCfg)
 			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
@@ -187,4 +169,31 @@ func TestBusySessionStatusWritesAreCoalesced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// statusWritesSession creates in ns the script ConfigMap name with script and a
+// session of that name replaying it on model, with prompt and limits, in
+// another class than the suite's manager serves: the test's own reconciler
+// drives it.
+func statusWritesSession(t *testing.T, ns, name, script, prompt, model string, limits agentsv1.Limits) *agentsv1.AgentSession {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Data: map[string]string{"script.yaml": script}}
+	if err := testClient.Create(t.Context(), cm); err != nil {
+		t.Fatalf("create script: %v", err)
+	}
+	s := &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: uniqueName(name), Namespace: ns,
+			Labels: map[string]string{agentsv1.LabelClass: "status-writes"}},
+		Spec: agentsv1.AgentSessionSpec{
+			Prompt: prompt,
+			Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: model,
+				ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: name}},
+			Limits: limits,
+		},
+	}
+	if err := testClient.Create(t.Context(), s); err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	return s
 }

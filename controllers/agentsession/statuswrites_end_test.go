@@ -13,9 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -142,24 +140,7 @@ func TestSessionEndIsOneStatusWrite(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "end", Namespace: ns},
-				Data: map[string]string{"script.yaml": endScript}}
-			if err := testClient.Create(t.Context(), cm); err != nil {
-				t.Fatalf("create script: %v", err)
-			}
-			s := &agentsv1.AgentSession{
-				ObjectMeta: metav1.ObjectMeta{Name: uniqueName("end"), Namespace: ns,
-					// Another class: the suite's manager leaves it to this test's reconciler.
-					Labels: map[string]string{agentsv1.LabelClass: "status-writes"}},
-				Spec: agentsv1.AgentSessionSpec{
-					Prompt: "Write end.txt",
-					Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "priced",
-						ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: "end"}},
-				},
-			}
-			if err := testClient.Create(t.Context(), s); err != nil {
-				t.Fatalf("create session: %v", err)
-			}
+			s := statusWritesSession(t, ns, "end", endScript, "Write end.txt", "priced", agentsv1.Limits{})
 			log := &statusWriteLog{suffix: "/agentsessions/" + s.Name + "/status"}
 			cfg := rest.CopyConfig(testCfg)
 			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,26 +51,8 @@ func TestLimitPassingWhileWaitingIsWrittenOnTime(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "wait", Namespace: ns},
-				Data: map[string]string{"script.yaml": waitScript}}
-			if err := testClient.Create(t.Context(), cm); err != nil {
-				t.Fatalf("create script: %v", err)
-			}
-			s := &agentsv1.AgentSession{
-				ObjectMeta: metav1.ObjectMeta{Name: uniqueName("wait"), Namespace: ns,
-					// Another class: the suite's manager leaves it to this test's reconciler.
-					Labels: map[string]string{agentsv1.LabelClass: "status-writes"}},
-				Spec: agentsv1.AgentSessionSpec{
-					Prompt: "Wait for the build",
-					Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo",
-						ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: "wait"}},
-					Limits: agentsv1.Limits{Deadline: &metav1.Duration{Duration: deadline},
-						MaxCommandTimeout: &metav1.Duration{Duration: 5 * time.Minute}},
-				},
-			}
-			if err := testClient.Create(t.Context(), s); err != nil {
-				t.Fatalf("create session: %v", err)
-			}
+			s := statusWritesSession(t, ns, "wait", waitScript, "Wait for the build", "demo", agentsv1.Limits{Deadline: &metav1.Duration{Duration: deadline},
+				MaxCommandTimeout: &metav1.Duration{Duration: 5 * time.Minute}})
 			log := &statusWriteLog{suffix: "/agentsessions/" + s.Name + "/status"}
 			cfg := rest.CopyConfig(testCfg)
 			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
