@@ -208,6 +208,17 @@ func newSpawnerFixture(t *testing.T) *spawnerFixture {
 	return f
 }
 
+// watch registers a child watch on the cache and starts the cache.
+func (f *spawnerFixture) watch(t *testing.T) *childWatch {
+	t.Helper()
+	w, err := newChildWatch(t.Context(), f.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start(t)
+	return w
+}
+
 // start runs the cache until the test ends (after watches were registered).
 func (f *spawnerFixture) start(t *testing.T) {
 	t.Helper()
@@ -258,11 +269,7 @@ func (f *spawnerFixture) finish(t *testing.T, name string, phase agentsv1.Phase,
 func TestChildSpawnerAgainstAPIServer(t *testing.T) {
 	f := newSpawnerFixture(t)
 	ctx := t.Context()
-	watch, err := newChildWatch(ctx, f.cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.start(t)
+	watch := f.watch(t)
 	reads := &countingClient{Client: f.api} // the API server
 	cached := &countingClient{Client: f.cached}
 	f.parent.Spec.Subagents.MaxChildren = ptr.To[int32](2)
@@ -398,11 +405,7 @@ func TestChildSpawnerAgainstAPIServer(t *testing.T) {
 func TestSpawnCallRunAgainAdoptsItsChild(t *testing.T) {
 	f := newSpawnerFixture(t)
 	ctx := t.Context()
-	watch, err := newChildWatch(ctx, f.cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.start(t)
+	watch := f.watch(t)
 	f.parent.Spec.Subagents.MaxChildren = ptr.To[int32](1)
 	first := &childSpawner{c: f.cached, r: f.api, parent: f.parent, watch: watch}
 	res, err := first.Spawn(ctx, tool.SpawnRequest{CallID: "toolu_crash", Task: "one"})
@@ -458,11 +461,7 @@ func (f *spawnerFixture) lists(t *testing.T) int {
 func TestWideFanOutListsChildrenOnce(t *testing.T) {
 	f := newSpawnerFixture(t)
 	ctx := t.Context()
-	watch, err := newChildWatch(ctx, f.cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.start(t)
+	watch := f.watch(t)
 	f.parent.Spec.Subagents.MaxChildren = ptr.To[int32](100)
 	sp := &childSpawner{c: f.cached, r: f.api, parent: f.parent, watch: watch}
 	before := f.lists(t)
@@ -626,11 +625,7 @@ func TestChildToolsOnlyNarrow(t *testing.T) {
 func TestSpawnNarrowsMCPServers(t *testing.T) {
 	f := newSpawnerFixture(t)
 	ctx := t.Context()
-	watch, err := newChildWatch(ctx, f.cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.start(t)
+	watch := f.watch(t)
 	parent := f.session(t, "mcp-lead", func(s *agentsv1.AgentSession) {
 		s.Spec.Tools = mcpParentTools()
 		s.Spec.Subagents.MaxDepth = ptr.To[int32](2)
