@@ -445,8 +445,10 @@ type ToolsSpec struct {
 	// mcpServers are MCP servers connected when the session starts: remote ones (url,
 	// streamable HTTP from the manager) and stdio ones (command, run inside the workspace pod
 	// by the executor). Each allowed tool of a server is offered to the model as
-	// mcp__<server>__<tool>. A server that cannot be reached or started leaves the session
-	// running without its tools (reported as a WARNING event).
+	// mcp__<server>__<tool>. A remote server is tried until its timeout; one that still cannot
+	// be reached, or a stdio server that cannot be started, leaves the session running without
+	// its tools (reported as a WARNING event and in status.mcpServers). A remote one is tried
+	// again in the background, and its tools join at the next turn once it answers.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -1012,8 +1014,8 @@ type AgentSessionStatus struct {
 	Plan []PlanStep `json:"plan,omitempty"`
 
 	// mcpServers says, for each of spec.tools.mcpServers, whether the runner connected it and
-	// how many of its tools the agent got, as of the runner's last start or the server's last
-	// tool-list change.
+	// how many of its tools the agent got, as of the runner's last start, the server's late
+	// connection or its last tool-list change.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

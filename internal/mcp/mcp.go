@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -96,7 +98,10 @@ type Conn struct {
 // wildcards are not valid path.Match patterns or the server cannot be
 // reached within the timeout. Tools that cannot be offered (a name clash
 // after sanitizing, a schema the loop's validator rejects) are left out and
-// named in Warnings. The server's notifications/tools/list_changed come on
+// named in Warnings. A remote server that cannot be reached yet (nothing
+// listens at its address, its name does not resolve) is tried again until
+// the timeout: one created or restarted a moment ago is not lost to the
+// session. The server's notifications/tools/list_changed come on
 // a stdio server's stream, and for a remote server on a second session kept
 // for them alone (listen.go), so that a stream a proxy cuts never breaks
 // tool calls.
@@ -137,26 +142,12 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 		c.stdio = &processPipe{rwc: rwc}
 		transport = &sdk.IOTransport{Reader: c.stdio, Writer: c.stdio}
 	}
-	session, err := client.Connect(ctx, transport, nil)
-	if err != nil && c.stdio == nil && ctx.Err() == nil {
-		// The MCP spec's backwards compatibility: a server of the 2024-11-05
-		// HTTP+SSE transport refuses the streamable POST; try it that way.
-		// Its event stream lives on the context it is opened with: the
-		// caller's, cut by Close, not the connect timeout's.
-		streamCtx, endStream := context.WithCancel(parent)
-		connecting := context.AfterFunc(ctx, endStream) // the timeout still bounds connecting
-		old, oldErr := client.Connect(streamCtx, &sdk.SSEClientTransport{Endpoint: s.URL, HTTPClient: httpClient}, nil)
-		if connecting() && oldErr == nil {
-			session, err = old, nil
-			c.sse, c.endStream = true, endStream
-		} else {
-			endStream()
-			if oldErr == nil {
-				_ = old.Close()
-				oldErr = ctx.Err()
-			}
-			err = fmt.Errorf("%w (nor as an HTTP+SSE server: %v)", err, oldErr)
-		}
+	var session *sdk.ClientSession
+	var err error
+	if c.stdio != nil {
+		session, err = client.Connect(ctx, transport, nil)
+	} else {
+		session, err = c.connectRemote(ctx, parent, client, transport, httpClient)
 	}
 	if err != nil {
 		if c.stdio != nil {
@@ -174,6 +165,87 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Pauses between connection attempts to a remote server that cannot be
+// reached yet (connectRemote).
+var (
+	connectRetryMin = 100 * time.Millisecond
+	connectRetryMax = 2 * time.Second
+	// afterUnreachable is called after each attempt that found the server
+	// unreachable, before the pause (a test's view of the attempts).
+	afterUnreachable = func(attempt int, err error) {}
+)
+
+// connectRemote opens a session with the remote server of c over transport
+// (streamable HTTP), or over the 2024-11-05 HTTP+SSE transport when the
+// server refuses the streamable POST. While the server cannot be reached
+// (unreachable: nothing listens yet, its name does not resolve yet, as when
+// it was created a moment ago or is restarting), it tries again with a
+// growing pause until ctx, bounded by the server's timeout, ends: the
+// timeout bounds connecting, not one attempt. parent is the caller's
+// context, on which an HTTP+SSE event stream lives.
+func (c *Conn) connectRemote(ctx, parent context.Context, client *sdk.Client, transport sdk.Transport, httpClient *http.Client) (*sdk.ClientSession, error) {
+	var unreachableErr error
+	attempts := 0
+	for delay := connectRetryMin; ; delay = min(2*delay, connectRetryMax) {
+		attempts++
+		session, err := c.connectRemoteOnce(ctx, parent, client, transport, httpClient)
+		switch {
+		case err == nil:
+			return session, nil
+		case ctx.Err() != nil && unreachableErr != nil:
+			// The attempt the timeout cut says less than the ones before it.
+			return nil, fmt.Errorf("%w (not reachable in %d attempts)", unreachableErr, attempts-1)
+		case !unreachable(err) || ctx.Err() != nil:
+			return nil, err
+		}
+		unreachableErr = err
+		afterUnreachable(attempts, err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (not reachable in %d attempts)", unreachableErr, attempts)
+		case <-t.C:
+		}
+	}
+}
+
+// connectRemoteOnce makes one attempt of connectRemote.
+func (c *Conn) connectRemoteOnce(ctx, parent context.Context, client *sdk.Client, transport sdk.Transport, httpClient *http.Client) (*sdk.ClientSession, error) {
+	session, err := client.Connect(ctx, transport, nil)
+	if err == nil || ctx.Err() != nil {
+		return session, err
+	}
+	// The MCP spec's backwards compatibility: a server of the 2024-11-05
+	// HTTP+SSE transport refuses the streamable POST; try it that way. Its
+	// event stream lives on the context it is opened with: the caller's,
+	// cut by Close, not the connect timeout's.
+	streamCtx, endStream := context.WithCancel(parent)
+	connecting := context.AfterFunc(ctx, endStream) // the timeout still bounds connecting
+	old, oldErr := client.Connect(streamCtx, &sdk.SSEClientTransport{Endpoint: c.server.URL, HTTPClient: httpClient}, nil)
+	if connecting() && oldErr == nil {
+		c.sse, c.endStream = true, endStream
+		return old, nil
+	}
+	endStream()
+	if oldErr == nil {
+		_ = old.Close()
+		oldErr = ctx.Err()
+	}
+	return nil, fmt.Errorf("%w (nor as an HTTP+SSE server: %v)", err, oldErr)
+}
+
+// unreachable reports whether err says nothing answered at the server's
+// address (yet): a refused or reset connection, no route, or a name that
+// does not resolve. The manager's own refusal of an address (dial.go) is
+// none of these.
+func unreachable(err error) bool {
+	var dnsErr *net.DNSError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		(errors.As(err, &dnsErr) && (dnsErr.IsNotFound || dnsErr.IsTemporary || dnsErr.IsTimeout))
 }
 
 var clientImpl = &sdk.Implementation{Name: "agent-operator", Version: "v1alpha1"}

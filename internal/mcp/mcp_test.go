@@ -158,7 +158,7 @@ func TestConnectFails(t *testing.T) {
 		server  mcp.Server
 		wantErr string
 	}{
-		{name: "unreachable", server: mcp.Server{Name: "gone", URL: stopped.URL, Timeout: 5 * time.Second}, wantErr: "connect to mcp server gone"},
+		{name: "unreachable", server: mcp.Server{Name: "gone", URL: stopped.URL, Timeout: time.Second}, wantErr: "connect to mcp server gone"},
 		{name: "bad wildcard", server: mcp.Server{Name: "bad", URL: stopped.URL, DeniedTools: []string{"[a-"}}, wantErr: `tool wildcard "[a-"`},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -72,32 +74,42 @@ func mcpHeadersOptIn(sec *corev1.Secret, serverURL string) error {
 }
 
 // connectMCP connects the session's MCP servers at once and returns each
-// connected one as a tool source for the loop (loop.WithExtraToolSource),
-// which lists its tools again between turns after the server's
-// notifications/tools/list_changed. A server that cannot be reached is left
-// out: the session runs without its tools, and warnings (emitted as WARNING
-// events, which the model does not see) say so, as they name tools left
-// out. closeAll ends every connection.
+// as a tool source for the loop (loop.WithExtraToolSource), which lists its
+// tools again between turns after the server's
+// notifications/tools/list_changed. A server that cannot be reached is
+// offered without tools: warnings (emitted as WARNING events, which the
+// model does not see) say so, as they name tools left out, and a remote
+// server is tried again in the background until it answers (reconnect);
+// its tools then join at the start of the next turn. closeAll ends every
+// connection and every retry.
 func (s *session) connectMCP(ctx context.Context) (sources []*mcpSource, warnings []string, closeAll func(), err error) {
 	servers, err := mcpServers(ctx, s.r.opts.Reader, s.obj, s.env)
 	if err != nil || len(servers) == 0 {
 		return nil, nil, func() {}, err
 	}
+	// Retries outlive ctx (the start of the runner): they end with closeAll.
+	retryCtx, stopRetries := context.WithCancel(context.WithoutCancel(ctx))
+	var retries sync.WaitGroup
 	var states []agentsv1.MCPServerStatus
 	for i, res := range mcp.ConnectAll(ctx, servers) {
+		src := &mcpSource{s: s, name: res.Server, status: len(states)}
+		sources = append(sources, src)
 		if res.Err != nil {
 			s.log.Info("MCP server not reachable; the session runs without its tools", "server", res.Server, "reason", res.Err.Error())
-			what := "is not reachable"
+			what, then := "is not reachable", "; the session tries it again and offers its tools once it answers"
 			if servers[i].Start != nil {
-				what = "did not start in the workspace"
+				what, then = "did not start in the workspace", ""
 			}
-			warnings = append(warnings, fmt.Sprintf("MCP server %s %s; its tools are not available: %v", res.Server, what, res.Err))
+			warnings = append(warnings, fmt.Sprintf("MCP server %s %s; its tools are not available%s: %v", res.Server, what, then, res.Err))
 			states = append(states, agentsv1.MCPServerStatus{Name: res.Server, Message: cut(res.Err.Error(), 1024)})
+			if servers[i].Start == nil {
+				retries.Go(func() { src.reconnect(retryCtx, servers[i]) })
+			}
 			continue
 		}
 		tools := res.Conn.Tools()
 		s.log.Info("Connected MCP server", "server", res.Server, "tools", len(tools))
-		sources = append(sources, &mcpSource{s: s, conn: res.Conn, status: len(states)})
+		src.conn, src.offered = res.Conn, true // the loop registers Tools() at its start
 		warnings = append(warnings, res.Conn.Warnings()...)
 		states = append(states, agentsv1.MCPServerStatus{Name: res.Server, Connected: true, Tools: int32(len(tools)),
 			Message: cut(strings.Join(res.Conn.Warnings(), "; "), 1024)})
@@ -106,49 +118,131 @@ func (s *session) connectMCP(ctx context.Context) (sources []*mcpSource, warning
 	s.prog.MCPServers = states
 	s.mu.Unlock()
 	return sources, warnings, func() {
+		stopRetries()
+		retries.Wait()
 		for _, src := range sources {
-			if err := src.conn.Close(); err != nil {
-				s.log.Info("Closing an MCP connection failed", "server", src.conn.Name(), "reason", err.Error())
+			if conn := src.connected(); conn != nil {
+				if err := conn.Close(); err != nil {
+					s.log.Info("Closing an MCP connection failed", "server", src.name, "reason", err.Error())
+				}
 			}
 		}
 	}, nil
 }
 
-// mcpSource is a connected MCP server as a tool source of the loop: when a
-// refresh changes its tools, its entry of status.mcpServers says how many
-// it offers now and which were left out.
+// Pauses between background connection attempts to a remote MCP server
+// that was not reachable when the session started (each attempt itself
+// keeps trying for the server's timeout, mcp.Connect).
+var (
+	reconnectMin = 5 * time.Second
+	reconnectMax = 2 * time.Minute
+)
+
+// mcpSource is an MCP server as a tool source of the loop: when a refresh
+// changes its tools, or a server not reachable at the start connects, its
+// entry of status.mcpServers says how many it offers now and which were
+// left out.
 type mcpSource struct {
 	s      *session
-	conn   *mcp.Conn
-	status int // index in s.prog.MCPServers
+	name   string // the server's name
+	status int    // index in s.prog.MCPServers
+
+	mu sync.Mutex
+	// conn is nil until the server is connected (reconnect).
+	conn *mcp.Conn
+	// offered: conn's tools have been handed to the loop.
+	offered bool
+}
+
+// connected returns the connection, or nil before there is one.
+func (m *mcpSource) connected() *mcp.Conn {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.conn
+}
+
+// reconnect tries to connect server, pausing from reconnectMin doubling up
+// to reconnectMax between attempts, until it answers or ctx ends; the next
+// Refresh offers its tools.
+func (m *mcpSource) reconnect(ctx context.Context, server mcp.Server) {
+	for delay := reconnectMin; ; delay = min(2*delay, reconnectMax) {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		conn, err := mcp.Connect(ctx, server)
+		if err != nil {
+			m.s.log.V(1).Info("MCP server still not reachable", "server", server.Name, "retryIn", min(2*delay, reconnectMax), "reason", err.Error())
+			continue
+		}
+		m.mu.Lock()
+		m.conn = conn
+		m.mu.Unlock()
+		m.s.log.Info("Connected MCP server after it was not reachable", "server", server.Name, "tools", len(conn.Tools()))
+		m.updateStatus(conn, conn.Tools(), true) // the loop takes the tools at its next turn
+		return
+	}
 }
 
 // Name is how the loop's events name the server.
-func (m *mcpSource) Name() string { return "MCP server " + m.conn.Name() }
+func (m *mcpSource) Name() string { return "MCP server " + m.name }
 
-// Tools returns the server's tools as listed last.
-func (m *mcpSource) Tools() []tool.Registered { return m.conn.Tools() }
+// Tools returns the server's tools as listed last; none before it is
+// connected.
+func (m *mcpSource) Tools() []tool.Registered {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.conn == nil {
+		return nil
+	}
+	m.offered = true
+	return m.conn.Tools()
+}
 
-// Refresh lists the server's tools again if it said they changed
+// Refresh offers the tools of a server that connected since the last turn,
+// and otherwise lists the server's tools again if it said they changed
 // (mcp.Conn.Refresh) and updates its status entry when they did.
 func (m *mcpSource) Refresh(ctx context.Context) ([]tool.Registered, bool, error) {
-	tools, changed, err := m.conn.Refresh(ctx)
+	m.mu.Lock()
+	conn, fresh := m.conn, m.conn != nil && !m.offered
+	m.offered = conn != nil
+	m.mu.Unlock()
+	switch {
+	case conn == nil:
+		return nil, false, nil
+	case fresh: // connected by reconnect, which updated the status
+		return conn.Tools(), true, nil
+	}
+	tools, changed, err := conn.Refresh(ctx)
 	if err != nil {
-		m.s.log.Info("Listing an MCP server's tools again failed; its tools stay as they were", "server", m.conn.Name(), "reason", err.Error())
+		m.s.log.Info("Listing an MCP server's tools again failed; its tools stay as they were", "server", m.name, "reason", err.Error())
 	}
 	if err != nil || !changed {
 		return tools, changed, err
 	}
-	m.s.log.Info("MCP server's tools changed", "server", m.conn.Name(), "tools", len(tools))
+	m.s.log.Info("MCP server's tools changed", "server", m.name, "tools", len(tools))
+	m.updateStatus(conn, tools, false)
+	return tools, true, nil
+}
+
+// updateStatus makes the server's status.mcpServers entry say it offers
+// tools now (and is connected, when connected is set) and asks for a
+// status write.
+func (m *mcpSource) updateStatus(conn *mcp.Conn, tools []tool.Registered, connected bool) {
 	m.s.mu.Lock()
-	if m.status < len(m.s.prog.MCPServers) && m.s.prog.MCPServers[m.status].Name == m.conn.Name() {
+	if m.status < len(m.s.prog.MCPServers) && m.s.prog.MCPServers[m.status].Name == m.name {
 		st := &m.s.prog.MCPServers[m.status]
+		if connected {
+			st.Connected = true
+		}
 		st.Tools = int32(len(tools))
-		st.Message = cut(strings.Join(m.conn.Warnings(), "; "), 1024)
+		st.Message = cut(strings.Join(conn.Warnings(), "; "), 1024)
 	}
 	m.s.mu.Unlock()
 	m.s.notify(false)
-	return tools, true, nil
 }
 
 // mcpSourceOptions offers each connected server's tools to the loop.

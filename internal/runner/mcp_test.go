@@ -98,7 +98,7 @@ func TestConnectMCP(t *testing.T) {
 	s := newSess(
 		agentsv1.MCPServer{Name: "demo", URL: up.URL, Timeout: timeout, AllowedTools: []string{"echo"},
 			HeadersSecretRef: &agentsv1.MCPHeadersSecretRef{Name: "mcp-auth"}},
-		agentsv1.MCPServer{Name: "gone", URL: down.URL, Timeout: timeout,
+		agentsv1.MCPServer{Name: "gone", URL: down.URL, Timeout: &metav1.Duration{Duration: time.Second}, // tried until then
 			HeadersSecretRef: &agentsv1.MCPHeadersSecretRef{Name: "mcp-auth"}},
 	)
 	sources, warnings, closeAll, err := s.connectMCP(t.Context())

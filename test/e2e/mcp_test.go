@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/loop"
@@ -101,6 +102,10 @@ var _ = Describe("MCP servers", Ordered, Label("mcp"), func() {
 			s.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "cluster", URL: url, Timeout: &metav1.Duration{Duration: 10 * time.Minute}}}
 		})
 		Eventually(func(g Gomega, ctx context.Context) {
+			cur := &agentsv1.AgentSession{}
+			if err := f.Client.Get(ctx, client.ObjectKeyFromObject(s), cur); err == nil && cur.Status.Phase.IsFinal() {
+				StopTrying(fmt.Sprintf("session ended %s before the call: %s", cur.Status.Phase, cur.Status.Error)).Now()
+			}
 			g.Expect(mcpCalls(ctx, ns)).To(HaveKeyWithValue(mcptest.Slow, 1))
 		}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(500*time.Millisecond).Should(Succeed(), "the MCP server receives the call")
 		GinkgoWriter.Printf("killing manager pod %s during the MCP call\n", pods[0].Name)

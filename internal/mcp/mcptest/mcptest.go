@@ -11,6 +11,7 @@ package mcptest
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -54,6 +55,7 @@ type Server struct {
 	release chan struct{}
 	once    sync.Once
 	sseOnly bool
+	addr    string
 }
 
 // Option configures New.
@@ -72,6 +74,12 @@ func WithSSEOnly() Option {
 	return func(s *Server, _ *sdk.Server) { s.sseOnly = true }
 }
 
+// WithAddress serves on addr ("127.0.0.1:port") instead of a free port:
+// a server that starts late at an address clients already try.
+func WithAddress(addr string) Option {
+	return func(s *Server, _ *sdk.Server) { s.addr = addr }
+}
+
 // New starts the server; it stops when the test ends. pageSize bounds the
 // tools of one tools/list page (0: the SDK's default).
 func New(t *testing.T, pageSize int, opts ...Option) *Server {
@@ -85,12 +93,21 @@ func New(t *testing.T, pageSize int, opts ...Option) *Server {
 	if s.sseOnly {
 		h = sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return srv }, nil)
 	}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.headers = append(s.headers, r.Header.Clone())
 		s.mu.Unlock()
 		h.ServeHTTP(w, r)
 	}))
+	if s.addr != "" {
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			t.Fatalf("mcptest: listen on %s: %v", s.addr, err)
+		}
+		s.Server.Listener.Close()
+		s.Server.Listener = ln
+	}
+	s.Server.Start()
 	s.URL = s.Server.URL + "/mcp"
 	t.Cleanup(s.Close)
 	return s
