@@ -42,6 +42,13 @@ const LabelWarmPool = "agent-operator.dev/warm-pool"
 // (yet) is looked at again.
 const poolMissingNamespaceRetry = 10 * time.Second
 
+// spareRecheck is how often a pool with spare streams is looked at without
+// a change of its pods: a spare that ended on its own (the kubelet closes
+// an exec idle for its streamingConnectionIdleTimeout, 4 h by default; the
+// executor was killed) is opened again then, so a claim pays the full
+// stream open for at most this long.
+const spareRecheck = 10 * time.Minute
+
 // WarmPool is one pool of pre-started workspace pods.
 type WarmPool struct {
 	// Namespace the pods run in; only sessions of this namespace claim them
@@ -228,7 +235,8 @@ func (p *pools) forget(uid types.UID) {
 // deletes surplus and failed ones, and in namespaces that have a pool it
 // deletes pool pods of outdated templates (images changed). Pods of a pool are reconciled
 // when one of them changes (a claim removes the pool label, which counts as a
-// change) and once at start.
+// change), once at start, and every spareRecheck while it keeps spare
+// streams.
 type PoolReconciler struct {
 	Client  client.Client
 	pools   *pools
@@ -236,7 +244,8 @@ type PoolReconciler struct {
 	metrics MetricsRecorder // nil: none
 	// Streams, if set, keeps a spare executor stream open to every ready
 	// pool pod, which the session that claims the pod adopts instead of
-	// opening one (k8senv.Pool.Preopen); nil: no spares.
+	// opening one (k8senv.Pool.Preopen), and looks at the pool every
+	// spareRecheck to reopen spares that ended; nil: no spares.
 	Streams streamPreopener
 }
 
@@ -333,7 +342,11 @@ func (p *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		ctrl.LoggerFrom(ctx).V(1).Info("Created warm workspace pod", "pod", klog.KObj(pod))
 	}
-	return ctrl.Result{}, errors.Join(errs...)
+	var res ctrl.Result
+	if p.Streams != nil && len(keep) > 0 {
+		res.RequeueAfter = spareRecheck // reopen spares that ended without a pod change
+	}
+	return res, errors.Join(errs...)
 }
 
 // dropSpare closes the spare stream of a pool pod that goes away.

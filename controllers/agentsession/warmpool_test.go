@@ -5,7 +5,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -14,9 +16,11 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/k8senv"
 )
 
 // The suite's manager keeps a warm pool of warmPoolSize pods in warmPoolNamespace.
@@ -294,5 +298,51 @@ func TestConcurrentClaimsTakeEachPodOnce(t *testing.T) {
 	}
 	if len(owners) != 2 {
 		t.Fatalf("%d pods claimed (%v), want 2", len(owners), owners)
+	}
+}
+
+// TestPoolWithSparesIsLookedAtAgain: a pool that keeps spare executor
+// streams asks to be reconciled again after spareRecheck even when none of
+// its pods changes, so a spare the kubelet closed (idle for its
+// streamingConnectionIdleTimeout) is opened again; without spares the pool
+// waits for its pods to change, as before. On the old code a lost spare
+// stayed lost until a pool pod changed.
+func TestPoolWithSparesIsLookedAtAgain(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: warmPoolNamespace}}
+	if err := testClient.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace: %v", err)
+	}
+	readyPoolPods(t, warmPoolSize)
+	pl, err := newPools([]WarmPool{{Namespace: warmPoolNamespace, Size: warmPoolSize}}, suiteImages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req ctrl.Request
+	for key := range pl.byKey {
+		req.NamespacedName = key
+	}
+	streams, err := k8senv.NewPool(k8senv.Config{REST: testCfg, Log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = streams.Close() })
+	for _, tc := range []struct {
+		name    string
+		streams streamPreopener
+		want    time.Duration
+	}{
+		{"spares", streams, spareRecheck},
+		{"no spares", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &PoolReconciler{Client: testClient, pools: pl, Streams: tc.streams}
+			res, err := p.Reconcile(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.RequeueAfter != tc.want {
+				t.Fatalf("RequeueAfter = %s, want %s", res.RequeueAfter, tc.want)
+			}
+		})
 	}
 }
