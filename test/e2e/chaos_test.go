@@ -105,6 +105,11 @@ var _ = Describe("faults", Ordered, ContinueOnFailure, Label("chaos"), func() {
 			GinkgoWriter.Printf("previous manager container's log (err %v):\n%s\n", err, prev)
 		}
 
+		// The plugin reads the journal through a ready manager pod. A manager restarted by the
+		// outage can finish the session before its first readiness probe has passed (the
+		// kubelet probes every 10 s), so wait for the pod to be ready, as a user would retry.
+		_, err = f.WaitForPodRunning(ctx, op.ns, after[0].Name, time.Minute)
+		Expect(err).NotTo(HaveOccurred(), "the manager pod is ready again after the outage")
 		evs := completeJournal(ctx, op.plugin, final, "--operator-namespace", op.ns)
 
 		// A call cut by the outage ends with an error result the model reads; none runs twice.
