@@ -198,16 +198,17 @@ func (s *Session) noteUsage(chars int, u llm.Usage) int64 {
 	return u.InputTokens
 }
 
-// maybeCompact compacts history when the next request would exceed the
-// threshold, or unconditionally when forced (after a context-length error).
-// It reports whether history changed. A failed summary call never fails the
+// maybeCompact compacts history when req, the next request (request),
+// would exceed the threshold, or unconditionally when forced (after a
+// context-length error). It reports whether history changed; the caller
+// then builds the request again. A failed summary call never fails the
 // session (the old turns are dropped instead); only a cancelled ctx or a
 // journal error is returned.
-func (s *Session) maybeCompact(ctx context.Context, forced bool) (bool, error) {
+func (s *Session) maybeCompact(ctx context.Context, req *llm.Request, forced bool) (bool, error) {
 	if s.cfg.Compaction.Disabled {
 		return false, nil
 	}
-	fixedChars, total := requestChars(s.request())
+	fixedChars, total := requestChars(req)
 	before := s.estimateTokens(total)
 	fixed := fixedChars / charsPerToken
 	window := s.contextWindow()
@@ -427,7 +428,7 @@ func (s *Session) retryAfterOverflow(ctx context.Context, cause error) (*llm.Res
 		"): compacting history and retrying"}); err != nil {
 		return nil, err
 	}
-	compacted, err := s.maybeCompact(ctx, true)
+	compacted, err := s.maybeCompact(ctx, s.request(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +436,7 @@ func (s *Session) retryAfterOverflow(ctx context.Context, cause error) (*llm.Res
 		setTried("there was no older history left to compact")
 		return nil, cause
 	}
-	resp, err := s.callModel(ctx)
+	resp, err := s.callModel(ctx, s.request())
 	if err != nil && llm.KindOf(err) == llm.KindContextLength {
 		setTried("history was compacted once and the request retried, and it still does not fit")
 	}

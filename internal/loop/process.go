@@ -92,10 +92,16 @@ func (s *Session) toolLoop(ctx context.Context, round int) (bool, error) {
 		if err := s.refreshToolSources(ctx); err != nil {
 			return false, err
 		}
-		if _, err := s.maybeCompact(ctx, false); err != nil {
+		s.loadFound() // tools tool_search returned are offered from this request on
+		req := s.request()
+		compacted, err := s.maybeCompact(ctx, req, false)
+		if err != nil {
 			return false, err
 		}
-		resp, err := s.callModel(ctx)
+		if compacted {
+			req = s.request()
+		}
+		resp, err := s.callModel(ctx, req)
 		if err != nil && llm.KindOf(err) == llm.KindContextLength && ctx.Err() == nil {
 			resp, err = s.retryAfterOverflow(ctx, err)
 		}
@@ -167,10 +173,10 @@ func (s *Session) drainSteering(ctx context.Context) error {
 	}
 }
 
-// callModel makes one model call, streaming when the profile supports it.
-func (s *Session) callModel(ctx context.Context) (*llm.Response, error) {
-	s.loadFound() // tools tool_search returned are offered from this request on
-	req := s.request()
+// callModel sends req, the request for the current history (request), as
+// one model call, streaming when the profile supports it, and records its
+// usage.
+func (s *Session) callModel(ctx context.Context, req *llm.Request) (*llm.Response, error) {
 	_, chars := requestChars(req)
 	resp, err := s.callModelWith(ctx, req)
 	if err == nil {

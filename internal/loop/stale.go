@@ -49,13 +49,10 @@ func (s *Session) viewMessagesLocked() []llm.Message {
 			stale[i] = later >= age
 		}
 	}
-	var calls map[string]llm.ToolCall
+	var calls []llm.ToolCall // of the latest assistant turn
 	for i, t := range s.history {
 		if a, ok := t.(*AssistantTurn); ok {
-			calls = map[string]llm.ToolCall{}
-			for _, c := range a.ToolCalls {
-				calls[c.ID] = c
-			}
+			calls = a.ToolCalls
 		}
 		r, ok := t.(*ToolResultsTurn)
 		if !ok || !stale[i] {
@@ -65,7 +62,7 @@ func (s *Session) viewMessagesLocked() []llm.Message {
 		summarized := &ToolResultsTurn{Results: make([]llm.ToolResult, len(r.Results)), Timestamp: r.Timestamp}
 		for j, res := range r.Results {
 			if len(res.Content) >= staleMinChars || len(res.Images) > 0 {
-				res.Content = SummarizeToolResult(res.Content, argumentPath(calls[res.CallID].Arguments))
+				res.Content = SummarizeToolResult(res.Content, argumentPath(callArguments(calls, res.CallID)))
 				res.Images = nil
 			}
 			summarized.Results[j] = res
@@ -73,6 +70,18 @@ func (s *Session) viewMessagesLocked() []llm.Message {
 		msgs = append(msgs, summarized.messages()...)
 	}
 	return msgs
+}
+
+// callArguments returns the arguments of the call with id among calls, or
+// nil. A turn has few calls: a scan costs less than a map per turn on every
+// request.
+func callArguments(calls []llm.ToolCall, id string) json.RawMessage {
+	for _, c := range calls {
+		if c.ID == id {
+			return c.Arguments
+		}
+	}
+	return nil
 }
 
 // SummarizeToolResult is the one-line summary of a stale tool result,
