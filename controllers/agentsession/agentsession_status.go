@@ -122,6 +122,12 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 	switch idle := st.Phase == agentsv1.PhaseSucceeded || st.Phase == agentsv1.PhaseAwaitingInput; {
 	case idle && st.IdleSince == nil:
 		st.IdleSince = ptrTime(now)
+		if p := obs.progress; p != nil && !p.IdleSince.IsZero() {
+			// When the input ended, not when this reconcile saw it: the
+			// change recorded after the end may be written in the same
+			// status write (the end is one write, statuswrites.go).
+			st.IdleSince = ptrTime(metav1.NewTime(p.IdleSince))
+		}
 	case !idle:
 		st.IdleSince = nil
 	}

@@ -189,7 +189,11 @@ func TestSessionEndIsOneStatusWrite(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = run.Shutdown(context.Background()) })
 			t.Cleanup(func() { close(stopNotes) }) // first: Shutdown's notifications go nowhere
-			now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+			// The reconciler's clock runs a minute ahead of the runner's (and
+			// well within the pod's retention after success, 10 minutes): a
+			// time of the session's life taken from the reconcile that saw
+			// it, instead of from the journal, shows in the end's write.
+			now := time.Now().Add(time.Minute)
 			rec := &Reconciler{Client: c, Scheme: scheme.Scheme, Recorder: suiteRecorder, Runner: run,
 				Images: suiteImages, EventsPrefix: "agents", Class: "status-writes", StatusInterval: tc.interval,
 				Claims: &claim.Claims{Client: testClient, Reader: testClient, Me: me},
@@ -276,6 +280,12 @@ func TestSessionEndIsOneStatusWrite(t *testing.T) {
 				{"WorkspaceReady=True", meta.IsStatusConditionTrue(st.Conditions, agentsv1.ConditionWorkspaceReady)},
 				{"the change recorded", st.Changes != nil && st.Changes.FilesChanged == 1 &&
 					meta.IsStatusConditionTrue(st.Conditions, agentsv1.ConditionChangesRecorded)},
+				// The change is recorded after the input ended, so never
+				// dated before the session went idle (the e2e spec of
+				// changes waits for exactly that, and once waited forever
+				// when the end's one write dated idleSince by the reconcile).
+				{"the change recorded no earlier than idle since", st.Changes != nil && st.Changes.RecordedTime != nil &&
+					st.IdleSince != nil && !st.Changes.RecordedTime.Before(st.IdleSince)},
 			}
 			for _, f := range wantFigures {
 				if !f.ok {

@@ -47,6 +47,10 @@ type Progress struct {
 	// what spec.limits.deadline bounds (see WorkingTime).
 	Worked     time.Duration
 	InputSince time.Time
+	// IdleSince is when the last input ended idle or awaiting input (its
+	// SESSION_END's time; zero while an input runs): status.idleSince, so
+	// that a change recorded after that end is never dated before it.
+	IdleSince time.Time
 	// ModelUnavailable is the last transient model error while the session
 	// waits for the model (empty otherwise), since ModelUnavailableSince.
 	ModelUnavailable      string
@@ -113,6 +117,7 @@ func applyEvent(p *Progress, ev loop.Event) {
 		if ev.Kind == loop.EventUserInput && p.InputSince.IsZero() {
 			p.InputSince = ev.Time
 		}
+		p.IdleSince = time.Time{}
 	case loop.EventAssistantTextEnd:
 		p.ModelUnavailable, p.ModelUnavailableSince = "", time.Time{} // the model answered
 		p.Turns++
@@ -143,17 +148,20 @@ func applyEvent(p *Progress, ev loop.Event) {
 			p.Worked += max(ev.Time.Sub(p.InputSince), 0)
 			p.InputSince = time.Time{}
 		}
-		applySessionEnd(p, d)
+		applySessionEnd(p, ev)
 	}
 }
 
-func applySessionEnd(p *Progress, d loop.EventData) {
+func applySessionEnd(p *Progress, ev loop.Event) {
+	d := ev.Data
 	switch loop.State(d.State) {
 	case loop.StateAwaitingInput:
 		p.Phase, p.Reason = agentsv1.PhaseAwaitingInput, agentsv1.ReasonAwaitingInput
+		p.IdleSince = ev.Time
 	case loop.StateIdle:
 		if p.Reason != agentsv1.ReasonTurnLimit {
 			p.Phase, p.Reason = agentsv1.PhaseSucceeded, agentsv1.ReasonSucceeded
+			p.IdleSince = ev.Time
 		}
 	case loop.StateClosed:
 		if p.Phase.IsFinal() && p.Phase != agentsv1.PhaseSucceeded {

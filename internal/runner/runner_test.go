@@ -32,13 +32,14 @@ func TestApplyEvent(t *testing.T) {
 			ev(5, loop.EventAssistantTextEnd, loop.EventData{Text: "Done.", Usage: usage}),
 			ev(6, loop.EventSessionEnd, loop.EventData{State: "IDLE", Text: "Done."}),
 		}, Progress{Phase: agentsv1.PhaseSucceeded, Reason: agentsv1.ReasonSucceeded, Turns: 2, ToolCalls: 1,
-			Usage: llm.Usage{InputTokens: 20, OutputTokens: 10}, Result: "Done.", LastSeq: 6, StartTime: time.Unix(1, 0)}},
+			Usage: llm.Usage{InputTokens: 20, OutputTokens: 10}, Result: "Done.", LastSeq: 6, StartTime: time.Unix(1, 0),
+			IdleSince: time.Unix(6, 0)}},
 		{"question awaits input", []loop.Event{
 			ev(1, loop.EventUserInput, loop.EventData{Content: "task"}),
 			ev(2, loop.EventAssistantTextEnd, loop.EventData{Text: "Which file?"}),
 			ev(3, loop.EventSessionEnd, loop.EventData{State: "AWAITING_INPUT", Text: "Which file?"}),
 		}, Progress{Phase: agentsv1.PhaseAwaitingInput, Reason: agentsv1.ReasonAwaitingInput, Turns: 1,
-			Result: "Which file?", LastSeq: 3, StartTime: time.Unix(1, 0)}},
+			Result: "Which file?", LastSeq: 3, StartTime: time.Unix(1, 0), IdleSince: time.Unix(3, 0)}},
 		{"turn limit fails", []loop.Event{
 			ev(1, loop.EventUserInput, loop.EventData{Content: "task"}),
 			ev(2, loop.EventTurnLimit, loop.EventData{TotalTurns: 3}),
@@ -62,7 +63,7 @@ func TestApplyEvent(t *testing.T) {
 			}
 			if p.Phase != tc.want.Phase || p.Reason != tc.want.Reason || p.Error != tc.want.Error || p.Turns != tc.want.Turns ||
 				p.ToolCalls != tc.want.ToolCalls || p.Usage != tc.want.Usage || p.Result != tc.want.Result ||
-				p.LastSeq != tc.want.LastSeq || !p.StartTime.Equal(tc.want.StartTime) {
+				p.LastSeq != tc.want.LastSeq || !p.StartTime.Equal(tc.want.StartTime) || !p.IdleSince.Equal(tc.want.IdleSince) {
 				t.Errorf("progress = %+v\nwant       %+v", p, tc.want)
 			}
 		})
