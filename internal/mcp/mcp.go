@@ -169,12 +169,9 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 
 // Pauses between connection attempts to a remote server that cannot be
 // reached yet (connectRemote).
-var (
+const (
 	connectRetryMin = 100 * time.Millisecond
 	connectRetryMax = 2 * time.Second
-	// afterUnreachable is called after each attempt that found the server
-	// unreachable, before the pause (a test's view of the attempts).
-	afterUnreachable = func(attempt int, err error) {}
 )
 
 // connectRemote opens a session with the remote server of c over transport
@@ -201,7 +198,6 @@ func (c *Conn) connectRemote(ctx, parent context.Context, client *sdk.Client, tr
 			return nil, err
 		}
 		unreachableErr = err
-		afterUnreachable(attempts, err)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
