@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,17 @@ import (
 	"github.com/agent-operator/agent-operator/internal/mcp/mcptest"
 )
 
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // TestMCPServerDownAtStartJoinsLater: a remote MCP server that does not
 // answer when the session starts (down for longer than its connect timeout)
 // is offered without tools, with a warning and a status entry saying so;
@@ -26,15 +38,7 @@ func TestMCPServerDownAtStartJoinsLater(t *testing.T) {
 	minBefore := reconnectMin
 	reconnectMin = 20 * time.Millisecond
 	t.Cleanup(func() { reconnectMin = minBefore })
-	free := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}
-	lateAddr, neverAddr := free(), free()
+	lateAddr, neverAddr := freeAddr(t), freeAddr(t)
 	timeout := &metav1.Duration{Duration: 200 * time.Millisecond}
 	obj := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s"}}
 	obj.Spec.Tools.MCPServers = []agentsv1.MCPServer{
@@ -93,4 +97,61 @@ func TestMCPServerDownAtStartJoinsLater(t *testing.T) {
 	}
 	closeAll() // returns only once every retry has ended
 	closed = true
+}
+
+// TestMCPRetryHangingWhenTheRunnerEnds: the adversary's dependency that
+// accepts connections and never answers. A server not reachable at the
+// start later hangs the background retry's connect (its timeout is ten
+// minutes); the runner's end (closeAll) still returns, ends the retry and
+// leaves no connection open to the server.
+func TestMCPRetryHangingWhenTheRunnerEnds(t *testing.T) {
+	minBefore := reconnectMin
+	reconnectMin = 20 * time.Millisecond
+	t.Cleanup(func() { reconnectMin = minBefore })
+	addr := freeAddr(t) // nothing listens at the start
+	obj := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s"}}
+	obj.Spec.Tools.MCPServers = []agentsv1.MCPServer{{Name: "hang", URL: "http://" + addr + "/mcp",
+		Timeout: &metav1.Duration{Duration: 10 * time.Minute}}}
+	s := &session{r: &Runner{opts: Options{Now: time.Now, Notify: func(types.NamespacedName) {}}}, obj: obj, log: logr.Discard()}
+	// The start's own attempts end at the server's timeout: cut them short,
+	// as if the server had stayed unreachable that long.
+	start, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	sources, _, closeAll, err := s.connectMCP(start)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sources) != 1 || sources[0].connected() != nil {
+		t.Fatalf("sources = %v, want one not connected", sources)
+	}
+
+	// Now something listens there, accepts and never answers.
+	hang, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hang.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	first := <-accepted // a background attempt is in flight, waiting for an answer
+	closeAll()          // returns only once the retry has ended
+	if sources[0].connected() != nil {
+		t.Fatal("a connection was made to a server that never answered")
+	}
+	// The client side of the hanging attempt was closed: reading it ends.
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := first.Read(buf); err != nil {
+			break // EOF or reset: nothing left open
+		}
+	}
+	_ = first.Close()
 }
