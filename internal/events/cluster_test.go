@@ -18,22 +18,18 @@ import (
 func startCluster(t *testing.T, n int) []*server.Server {
 	t.Helper()
 	// Every server routes to every other: take free ports for the cluster
-	// listeners first.
-	ports := make([]int, n)
+	// listeners first, and for the client listeners too, all held until
+	// every one is taken: a client port the kernel chose itself could be a
+	// cluster port reserved (and released) for a server not started yet.
+	ports := freePorts(t, 2*n)
 	var routes []*url.URL
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+	for i := range n {
 		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", ports[i])})
 	}
 	var servers []*server.Server
 	for i := range n {
 		o := &server.Options{
-			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: -1,
+			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: ports[n+i],
 			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
 			Cluster: server.ClusterOpts{Name: "journal", Host: "127.0.0.1", Port: ports[i]},
 			Routes:  routes,
@@ -52,6 +48,21 @@ func startCluster(t *testing.T, n int) []*server.Server {
 		}
 	}
 	return servers
+}
+
+// freePorts returns n distinct free loopback ports.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
 // replicatedPublisher connects to the cluster and creates the stream with
@@ -107,7 +118,7 @@ func TestFencedJournalOnAReplicatedStream(t *testing.T) {
 	if len(fenced) > 0 {
 		t.Fatalf("the only writer was told it was fenced: %v", fenced[0])
 	}
-	got, err := Replay(ctx, pub.JetStream(), testSession)
+	got, err := Replay(ctx, pub.JetStream(), testSession, FromLeader())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +138,105 @@ func TestFencedJournalOnAReplicatedStream(t *testing.T) {
 		t.Fatalf("the superseded writer's Sync = %v, want ErrFenced", err)
 	}
 	appendAll(t, ctx, b, evs[100:])
-	got, err = Replay(ctx, pub.JetStream(), testSession)
+	got, err = Replay(ctx, pub.JetStream(), testSession, FromLeader())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != len(evs) {
 		t.Fatalf("replayed %d events after the takeover, want %d", len(got), len(evs))
+	}
+}
+
+// followerURL returns the client URL of a server that is not the leader of
+// the journal's stream: queue-group requests prefer a local responder, so a
+// direct get sent there is answered by that follower.
+func followerURL(t *testing.T, servers []*server.Server, pub *Publisher) string {
+	t.Helper()
+	st, err := pub.JetStream().Stream(t.Context(), DefaultStreamConfig().Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		t.Fatal("the stream has no leader")
+	}
+	for _, s := range servers {
+		if s.Name() != info.Cluster.Leader {
+			return s.ClientURL()
+		}
+	}
+	t.Fatal("no follower")
+	return ""
+}
+
+// A journal read on a replicated stream through a follower (the client's
+// server is one) sees every acknowledged event. A follower applies an entry
+// only after it learns that the entry is committed, so under a burst of
+// publishes its direct get answer lags the acknowledged journal; a resume
+// that trusted it would lose the newest events and could reuse a crashed
+// writer's generation (a CI run on a busy machine replayed 81 of 100).
+// Every burst is acknowledged (Sync) before the reads.
+func TestJournalReadsThroughAFollowerSeeEveryAcknowledgedEvent(t *testing.T) {
+	servers := startCluster(t, 3)
+	admin := replicatedPublisher(t, servers, 3)
+	nc, err := nats.Connect(followerURL(t, servers, admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	pub, err := NewPublisher(nc, PublisherOptions{Stream: StreamConfig{Replicas: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	// Other sessions keep the stream busy, as on a shared manager: the
+	// followers apply a backlog while this session's journal is read.
+	busy, stopBusy := context.WithCancel(ctx)
+	defer stopBusy()
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		payload := make([]byte, 32<<10)
+		for i := 0; busy.Err() == nil; i++ {
+			_, _ = admin.JetStream().PublishAsync(fmt.Sprintf("%s.team-b.load-%d.x", DefaultStreamConfig().Prefix, i%16), payload)
+			if i%64 == 63 {
+				select {
+				case <-admin.JetStream().PublishAsyncComplete():
+				case <-busy.Done():
+				}
+			}
+		}
+	}()
+	defer func() { stopBusy(); <-loaded }()
+	const bursts, size = 12, 40
+	evs := scriptedEvents(testSession.UID, bursts*size)
+	j, _, err := pub.OpenJournal(ctx, testSession, JournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := range bursts {
+		appendAll(t, ctx, j, evs[b*size:(b+1)*size])
+		want := (b + 1) * size
+		got, err := Replay(ctx, pub.JetStream(), testSession, FromLeader())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != want {
+			t.Fatalf("burst %d: Replay(FromLeader) returned %d events, want %d", b, len(got), want)
+		}
+		// A resume (a new writer) replays the same journal through the
+		// follower, and continues it.
+		next, resumed, err := pub.OpenJournal(ctx, testSession, JournalOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resumed) != want {
+			t.Fatalf("burst %d: OpenJournal replayed %d events, want %d", b, len(resumed), want)
+		}
+		j = next
 	}
 }

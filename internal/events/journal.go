@@ -202,7 +202,7 @@ func (p *Publisher) NewJournal(session SessionRef, startSeq uint64, opts Journal
 // Journal's generation is above every generation found in the stream, so
 // un-synced messages of a crashed writer can never shadow its events.
 func (p *Publisher) OpenJournal(ctx context.Context, session SessionRef, opts JournalOptions) (*Journal, []loop.Event, error) {
-	res, err := replay(ctx, p.js, session, p.cfg)
+	res, err := replay(ctx, p.js, session, readOptions{stream: p.cfg, fromLeader: true})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -302,11 +302,7 @@ func (j *Journal) falseRefusal(ctx context.Context, err error) bool {
 	j.mu.Unlock()
 	actx, cancel := context.WithTimeout(ctx, j.p.ackTimeout)
 	defer cancel()
-	stream, serr := j.p.js.Stream(actx, j.p.cfg.Name)
-	if serr != nil {
-		return false
-	}
-	last, serr := stream.GetLastMsgForSubject(actx, FenceSubject(j.p.cfg.Prefix, j.session))
+	last, serr := lastMessage(actx, j.p.js, j.p.cfg.Name, FenceSubject(j.p.cfg.Prefix, j.session), true)
 	return serr == nil && last.Sequence == fence
 }
 

@@ -16,7 +16,7 @@ import (
 // subjects); large events are removed for session.UID only, or for all
 // incarnations when it is empty.
 func PurgeSession(ctx context.Context, js jetstream.JetStream, session SessionRef, opts ...ReadOption) error {
-	cfg := readConfig(opts)
+	cfg := readConfig(opts).stream
 	if err := ValidateSession(session); err != nil {
 		return fmt.Errorf("purge session: %w", err)
 	}
@@ -64,11 +64,7 @@ func PurgeSession(ctx context.Context, js jetstream.JetStream, session SessionRe
 
 // collectUIDs adds the uid of every message on the session's subjects.
 func collectUIDs(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, session SessionRef, uids map[string]bool) error {
-	stream, err := js.Stream(ctx, cfg.Name)
-	if err != nil {
-		return fmt.Errorf("open stream: %w", err)
-	}
-	last, err := stream.GetLastMsgForSubject(ctx, SessionFilter(cfg.Prefix, session))
+	last, err := lastMessage(ctx, js, cfg.Name, SessionFilter(cfg.Prefix, session), true)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil
 	}
@@ -78,6 +74,6 @@ func collectUIDs(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, 
 	r := newReader(js, "")
 	r.onEnvelope = func(env *Envelope) { uids[env.Session.UID] = true }
 	return r.consume(ctx, cfg, SessionFilter(cfg.Prefix, session), func(_ *Envelope, meta *jetstream.MsgMetadata) (bool, error) {
-		return meta.Sequence.Stream < last.Sequence && meta.NumPending > 0, nil
+		return meta.Sequence.Stream < last.Sequence, nil
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,21 +16,38 @@ import (
 // ErrStop may be returned by a Follow callback to end Follow without error.
 var ErrStop = errors.New("stop following")
 
-// ReadOption configures Replay and Follow.
-type ReadOption func(*StreamConfig)
+// ReadOption configures Replay, Follow and PurgeSession.
+type ReadOption func(*readOptions)
+
+type readOptions struct {
+	stream     StreamConfig
+	fromLeader bool
+}
 
 // WithStreamConfig reads from the stream and bucket of cfg instead of the
 // defaults.
 func WithStreamConfig(cfg StreamConfig) ReadOption {
-	return func(c *StreamConfig) { *c = cfg.withDefaults() }
+	return func(o *readOptions) { o.stream = cfg.withDefaults() }
 }
 
-func readConfig(opts []ReadOption) StreamConfig {
-	cfg := DefaultStreamConfig()
+// FromLeader asks the stream's leader which message is a session's newest
+// ($JS.API.STREAM.MSG.GET), so that a replay returns every acknowledged
+// event. Without it any replica may answer a direct get, the only form a
+// reader's permissions allow (its subject names the session's namespace):
+// on a replicated stream a follower may not have the newest acknowledged
+// events yet, and a replay may end a few events short of the leader's
+// journal (Follow then delivers them as they arrive). The journal's own
+// reads (OpenJournal, the fence check, PurgeSession) always ask the leader.
+func FromLeader() ReadOption {
+	return func(o *readOptions) { o.fromLeader = true }
+}
+
+func readConfig(opts []ReadOption) readOptions {
+	ro := readOptions{stream: DefaultStreamConfig()}
 	for _, o := range opts {
-		o(&cfg)
+		o(&ro)
 	}
-	return cfg
+	return ro
 }
 
 // Replay reads the whole journal of a session, up to the last message stored
@@ -54,16 +72,13 @@ type replayResult struct {
 	messages int
 }
 
-func replay(ctx context.Context, js jetstream.JetStream, session SessionRef, cfg StreamConfig) (replayResult, error) {
+func replay(ctx context.Context, js jetstream.JetStream, session SessionRef, ro readOptions) (replayResult, error) {
 	if err := ValidateSession(session); err != nil {
 		return replayResult{}, fmt.Errorf("replay: %w", err)
 	}
+	cfg := ro.stream
 	filter := SessionFilter(cfg.Prefix, session)
-	stream, err := js.Stream(ctx, cfg.Name)
-	if err != nil {
-		return replayResult{}, fmt.Errorf("replay %s: open stream %s: %w", session, cfg.Name, err)
-	}
-	last, err := stream.GetLastMsgForSubject(ctx, filter)
+	last, err := lastMessage(ctx, js, cfg.Name, filter, ro.fromLeader)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return replayResult{}, nil
 	}
@@ -86,7 +101,7 @@ func replay(ctx context.Context, js jetstream.JetStream, session SessionRef, cfg
 			}
 			r.events = append(r.events, ev)
 		}
-		return meta.Sequence.Stream < last.Sequence && meta.NumPending > 0, nil
+		return meta.Sequence.Stream < last.Sequence, nil
 	})
 	if err != nil {
 		return replayResult{}, fmt.Errorf("replay %s: %w", session, err)
@@ -100,17 +115,14 @@ func replay(ctx context.Context, js jetstream.JetStream, session SessionRef, cfg
 // error, or nil for ErrStop). When session.UID is empty, the uid of the
 // newest message at call time is followed, or else the first one seen.
 func Follow(ctx context.Context, js jetstream.JetStream, session SessionRef, fromSeq uint64, fn func(loop.Event) error, opts ...ReadOption) error {
-	cfg := readConfig(opts)
+	ro := readConfig(opts)
+	cfg := ro.stream
 	if err := ValidateSession(session); err != nil {
 		return fmt.Errorf("follow: %w", err)
 	}
 	filter := SessionFilter(cfg.Prefix, session)
 	if session.UID == "" {
-		stream, err := js.Stream(ctx, cfg.Name)
-		if err != nil {
-			return fmt.Errorf("follow %s: open stream %s: %w", session, cfg.Name, err)
-		}
-		last, err := stream.GetLastMsgForSubject(ctx, filter)
+		last, err := lastMessage(ctx, js, cfg.Name, filter, ro.fromLeader)
 		switch {
 		case err == nil:
 			env, err := decodeEnvelope(last.Data)
@@ -175,7 +187,7 @@ func (r *reader) consume(ctx context.Context, cfg StreamConfig, filter string, f
 	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
-	it, err := cons.Messages()
+	it, err := cons.Messages(jetstream.PullHeartbeat(time.Second))
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
