@@ -108,9 +108,9 @@ func Branch(s *agentsv1.AgentSession) string {
 // workspace, or else a commit of the whole workspace in the operator's
 // private git directory (privateDir, excluded from itself).
 //
-// It runs before the session's first model call, so it is one shell script
-// and one round trip to the workspace (see baselineScript), not one per
-// git command.
+// It runs when a session starts, beside its first model call and before
+// its first tool call, so it is one shell script and one round trip to the
+// workspace (see baselineScript), not one per git command.
 func (rc *Recorder) Baseline(ctx context.Context, env tool.ExecutionEnvironment, s *agentsv1.AgentSession) error {
 	r := &repo{env: env}
 	res, err := r.exec(ctx, "the baseline script", baselineScript(s.Name), operatorIdentity())

@@ -91,6 +91,9 @@ type Session struct {
 	// webSearch offers the provider's server-side web search on every
 	// model request (websearch.go); nil when off.
 	webSearch *llm.WebSearch
+	// toolGate, if set, is waited for before any tool call runs
+	// (WithToolGate).
+	toolGate <-chan struct{}
 }
 
 type options struct {
@@ -114,6 +117,7 @@ type options struct {
 	toolSearch ToolSearchConfig
 	// webSearch is the option of WithWebSearch (websearch.go).
 	webSearch *llm.WebSearch
+	toolGate  <-chan struct{}
 
 	compactClient Client
 }
@@ -198,6 +202,14 @@ func WithPauseOnModelOutage() Option {
 	return func(o *options) error { o.pause = true; return nil }
 }
 
+// WithToolGate makes every tool call wait until gate is closed (or its
+// context ends): the session starts, gathers its prompt context and calls
+// the model meanwhile. A host uses it for work that must see the workspace
+// before any tool changes it, such as recording the change baseline.
+func WithToolGate(gate <-chan struct{}) Option {
+	return func(o *options) error { o.toolGate = gate; return nil }
+}
+
 // WithRestore rebuilds the session from its journaled events (see Restore).
 func WithRestore(events []Event) Option {
 	return func(o *options) error { o.restore = slices.Clone(events); o.restoreOn = true; return nil }
@@ -228,7 +240,7 @@ func New(profile Profile, env tool.ExecutionEnvironment, client Client, opts ...
 		id: o.id, profile: profile, env: env, client: client, cfg: o.cfg,
 		journal: o.journal, policy: o.policy, approve: o.approver, now: o.now, depth: o.depth,
 		state: StateIdle, effort: o.cfg.ReasoningEffort, pauseOnOutage: o.pause,
-		compactClient: o.compactClient, webSearch: o.webSearch,
+		compactClient: o.compactClient, webSearch: o.webSearch, toolGate: o.toolGate,
 	}
 	if err := s.initSessionTools(); err != nil {
 		return nil, fmt.Errorf("new session: %w", err)

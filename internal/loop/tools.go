@@ -25,6 +25,16 @@ const InterruptedResult = "interrupted: the tool call was started before a resta
 // still run (seed 002 FR-LIM-06, FR-VAL-02a).
 func (s *Session) executeToolCalls(ctx context.Context, calls []llm.ToolCall) []llm.ToolResult {
 	results := make([]llm.ToolResult, len(calls))
+	if s.toolGate != nil {
+		select {
+		case <-s.toolGate:
+		case <-ctx.Done(): // stopped before the gate opened: nothing runs
+			for i, c := range calls {
+				results[i] = s.refuseTool(ctx, c, fmt.Sprintf("Tool error (%s): not run: %v", c.Name, context.Cause(ctx)))
+			}
+			return results
+		}
+	}
 	refused := s.cfg.Limits.preResolve(calls)
 	run := func(i int, c llm.ToolCall) {
 		if refused[i] != "" {

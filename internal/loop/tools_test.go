@@ -3,6 +3,7 @@ package loop_test
 import (
 	"context"
 	"encoding/json"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agent-operator/agent-operator/internal/llm"
 	"github.com/agent-operator/agent-operator/internal/llm/scripted"
@@ -349,4 +351,91 @@ func TestCustomToolOverridesProfile(t *testing.T) {
 	if !strings.Contains(spy.requests()[0].Messages[0].Text(), "run_tests") {
 		t.Error("system prompt does not describe the custom tool")
 	}
+}
+
+// WithToolGate: the session starts and calls the model while the gate is
+// closed, and no tool runs until it opens; a session stopped before that
+// runs none (the runner records the change baseline behind this gate).
+func TestToolGate(t *testing.T) {
+	probe := func(t *testing.T, p loop.Profile, gate <-chan struct{}, ran *atomic.Int32) {
+		customTool(t, p.Registry(), "probe", "", func(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
+			ran.Add(1)
+			select {
+			case <-gate:
+			default:
+				t.Error("the tool ran before the gate opened")
+			}
+			return tool.Result{Output: "probed"}, nil
+		})
+	}
+	t.Run("the model is called before the gate opens, the tool after", func(t *testing.T) {
+		env, _ := newEnv(t)
+		p := profile.Gemini("gemini-2.5-pro")
+		gate := make(chan struct{})
+		var ran atomic.Int32
+		probe(t, p, gate, &ran)
+		spy := &spyClient{inner: scripted.New(script(tools(call("probe", map[string]any{})), text("done")), p.Model())}
+		called := make(chan struct{}, 2)
+		s, err := loop.New(p, env, &gatedSpy{spyClient: spy, called: called}, loop.WithToolGate(gate))
+		if err != nil {
+			t.Fatal(err)
+		}
+		submitted := make(chan error, 1)
+		go func() { submitted <- s.Submit(t.Context(), "probe") }()
+		select {
+		case <-called: // the first model call, with the gate still closed
+		case <-time.After(30 * time.Second):
+			t.Fatal("the model was not called while the gate was closed")
+		}
+		close(gate)
+		if err := <-submitted; err != nil {
+			t.Fatal(err)
+		}
+		if ran.Load() != 1 {
+			t.Fatalf("the tool ran %d times, want 1", ran.Load())
+		}
+		_ = s.Close()
+	})
+	t.Run("a session stopped before the gate opens runs no tool", func(t *testing.T) {
+		env, _ := newEnv(t)
+		p := profile.Gemini("gemini-2.5-pro")
+		gate := make(chan struct{}) // never opens
+		var ran atomic.Int32
+		probe(t, p, gate, &ran)
+		s := newSession(t, p, env, script(tools(call("probe", map[string]any{})), text("done")), loop.WithToolGate(gate))
+		rec := record(s)
+		ctx, cancel := context.WithCancel(t.Context())
+		submitted := make(chan error, 1)
+		go func() { submitted <- s.Submit(ctx, "probe") }()
+		rec.WaitFor(t, loop.EventAssistantTextEnd) // the turn with the call
+		cancel()
+		if err := <-submitted; err == nil {
+			t.Fatal("Submit of a stopped input returned nil")
+		}
+		if ran.Load() != 0 {
+			t.Fatalf("the tool ran %d times before the gate opened", ran.Load())
+		}
+		_ = s.Close()
+		for _, ev := range ofKind(rec.All(t), loop.EventToolCallEnd) {
+			if !ev.Data.IsError || !strings.Contains(ev.Data.Error, "not run") {
+				t.Errorf("TOOL_CALL_END = %+v, want the error of a call not run", ev.Data)
+			}
+		}
+	})
+}
+
+// gatedSpy signals each model call.
+type gatedSpy struct {
+	*spyClient
+	called chan<- struct{}
+}
+
+func (c *gatedSpy) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
+	c.called <- struct{}{}
+	return c.spyClient.Stream(ctx, req)
+}
+
+func (c *gatedSpy) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	c.called <- struct{}{}
+	return c.spyClient.Complete(ctx, req)
 }

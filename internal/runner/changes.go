@@ -19,9 +19,13 @@ type ChangesRecorder interface {
 	Record(ctx context.Context, env tool.ExecutionEnvironment, s *agentsv1.AgentSession, input string) *changes.Result
 }
 
-// changesBaseline records the baseline of the session's change. A failure
+// changesBaseline records the baseline of the session's change, beside the
+// first turn's start (its prompt context and model call), and closes
+// s.baselined: every tool call waits for that (loop.WithToolGate), so the
+// baseline still sees the workspace before any tool changed it. A failure
 // (e.g. no git in the workspace image) is logged; recording later says so.
 func (s *session) changesBaseline() {
+	defer close(s.baselined)
 	rec := s.r.opts.Changes
 	if rec == nil || s.env == nil || !changes.Enabled(s.obj) {
 		return
@@ -36,6 +40,11 @@ func (s *session) changesBaseline() {
 func (s *session) recordChanges(sess *loop.Session) {
 	rec := s.r.opts.Changes
 	if rec == nil || s.env == nil || !changes.Enabled(s.obj) || sess.State() != loop.StateIdle {
+		return
+	}
+	select { // an input without tool calls can end before the baseline
+	case <-s.baselined:
+	case <-s.ctx.Done():
 		return
 	}
 	res := rec.Record(s.ctx, s.env, s.obj, s.obj.Spec.Prompt)

@@ -31,30 +31,13 @@ import (
 func TestSucceededInputRecordsTheChange(t *testing.T) {
 	ctx := t.Context()
 	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "before.txt"), []byte("there at start\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := workspaceWith(t, "before.txt", "there at start\n")
 	script := &scripted.Script{Turns: []scripted.Turn{
 		{Text: "Writing.", ToolCalls: []scripted.ToolCall{{Name: "write_file",
 			Arguments: []byte(`{"file_path": "made.txt", "content": "secret-free content\n"}`)}}},
 		{Text: "done"},
 	}}
-	r, err := New(Options{
-		Reader:   noObjects{},
-		Journals: pub,
-		Clients:  func(context.Context, ClientConfig) (loop.Client, error) { return scripted.New(script, "demo"), nil },
-		Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
-			return localenv.New(dir)
-		},
-		NotifyInterval: 10 * time.Millisecond,
-		Log:            logr.Discard(),
-		Changes:        &changes.Recorder{Store: pub.ChangesStore()},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shutdownAtCleanup(t, r)
+	r := changesRunner(t, pub, dir, script)
 	obj := &agentsv1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "writer", UID: "uid-writer"},
 		Spec: agentsv1.AgentSessionSpec{
@@ -108,4 +91,68 @@ func kinds(evs []loop.Event) []loop.EventKind {
 		out[i] = e.Kind
 	}
 	return out
+}
+
+// An input that ends without a tool call can end while the baseline, which
+// runs beside the first model call, is still being recorded: the change is
+// recorded after it, so the file that was there at start is not part of
+// the change.
+func TestInputWithoutToolsIsRecordedAfterTheBaseline(t *testing.T) {
+	ctx := t.Context()
+	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
+	dir := workspaceWith(t, "before.txt", "there at start\n")
+	script := &scripted.Script{Turns: []scripted.Turn{{Text: "Nothing to do."}}}
+	r := changesRunner(t, pub, dir, script)
+	obj := &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "talker", UID: "uid-talker"},
+		Spec: agentsv1.AgentSessionSpec{
+			Prompt: "say something",
+			Model:  agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"},
+		},
+	}
+	if err := r.Ensure(obj, "pod"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(ctx, obj.UID); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := r.Progress(obj.UID)
+	if p.Phase != agentsv1.PhaseSucceeded || p.Changes == nil || p.Changes.RecordReason != agentsv1.ReasonChangesRecorded {
+		t.Fatalf("progress %s, changes %+v: want Succeeded with a recorded change", p.Phase, p.Changes)
+	}
+	if c := p.Changes.Changes; c == nil || c.FilesChanged != 0 {
+		t.Fatalf("recorded %+v; want no file changed (before.txt is the baseline)", c)
+	}
+}
+
+// changesRunner is a runner recording changes into pub, over a local
+// environment at dir, whose model plays script.
+func changesRunner(t *testing.T, pub *events.Publisher, dir string, script *scripted.Script) *Runner {
+	t.Helper()
+	r, err := New(Options{
+		Reader:   noObjects{},
+		Journals: pub,
+		Clients:  func(context.Context, ClientConfig) (loop.Client, error) { return scripted.New(script, "demo"), nil },
+		Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
+			return localenv.New(dir)
+		},
+		NotifyInterval: 10 * time.Millisecond,
+		Log:            logr.Discard(),
+		Changes:        &changes.Recorder{Store: pub.ChangesStore()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shutdownAtCleanup(t, r)
+	return r
+}
+
+// workspaceWith is a new directory holding one file.
+func workspaceWith(t *testing.T, name, content string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -67,6 +67,10 @@ type session struct {
 	redactor *events.Redactor
 	// env is the session's workspace environment once built (changes.go).
 	env tool.ExecutionEnvironment
+	// baselined is closed once the change baseline is recorded (or there
+	// is none to record): the loop's tool calls and the change's recording
+	// wait for it (changes.go).
+	baselined chan struct{}
 	// driver is the claim this runner drives the session under, presented
 	// to the workspace by every stream (owner.go); set before build.
 	driver Driver
@@ -90,7 +94,7 @@ func newSession(r *Runner, obj *agentsv1.AgentSession, pod string) *session {
 		log: r.opts.Log.WithValues("agentSession", obj.Namespace+"/"+obj.Name),
 		ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
-		known: map[string]bool{},
+		known: map[string]bool{}, baselined: make(chan struct{}),
 	}
 	s.prog.JournalAvailable = true
 	if p := r.opts.Prices; p.Known(string(obj.Spec.Model.Provider), obj.Spec.Model.Name) {
@@ -260,8 +264,9 @@ func (s *session) run() {
 	}
 	s.stage(StageBuild, time.Since(built))
 	s.restored(replayed)
-	defer s.joinBudget(s.ctx)() // after the replay: it knows what was spent
-	s.changesBaseline()         // issue 17: before any input runs (changes.go)
+	defer s.joinBudget(s.ctx)()      // after the replay: it knows what was spent
+	go s.changesBaseline()           // issue 17: before any tool runs (changes.go)
+	defer func() { <-s.baselined }() // ends within its git timeout, before the claim's release
 	consumed := make(chan struct{})
 	go s.consume(sess.Events(), consumed)
 	s.drive(sess, replayed)
@@ -353,6 +358,7 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 		loop.WithJournal(dj),
 		loop.WithID(string(s.obj.UID)),
 		loop.WithPauseOnModelOutage(),
+		loop.WithToolGate(s.baselined),                     // the first turn's model call overlaps the baseline
 		loop.WithToolSearch(toolSearchConfig(&s.obj.Spec)), // spec.tools.toolSearch
 		loop.WithWebSearch(webSearchConfig(&s.obj.Spec)),   // spec.tools.webSearch
 	}
