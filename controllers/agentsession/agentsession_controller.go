@@ -448,7 +448,12 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 			return obs, ctrl.Result{RequeueAfter: quotaPoll, Priority: ptr.To(handler.LowPriority)}, err
 		}
 		obs.pod, err = r.createPod(ctx, s)
-		return obs, ctrl.Result{}, err
+		if err != nil || obs.pod == nil || !podReady(obs.pod) || s.Spec.Suspend {
+			return obs, ctrl.Result{}, err
+		}
+		// A claimed warm-pool pod is ready already: its runner starts now,
+		// not a status write and a watch delivery later (issue 24).
+		return obs, ctrl.Result{}, r.ensureRunner(s, obs.pod)
 	}
 	if s.Spec.Suspend {
 		obs.suspended = true

@@ -57,7 +57,9 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-func scriptedSession(t *testing.T, ns string) *agentsv1.AgentSession {
+// scriptedSession creates a session of the demo script in ns, changed by
+// each of change first.
+func scriptedSession(t *testing.T, ns string, change ...func(*agentsv1.AgentSession)) *agentsv1.AgentSession {
 	t.Helper()
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "script", Namespace: ns},
@@ -76,6 +78,9 @@ func scriptedSession(t *testing.T, ns string) *agentsv1.AgentSession {
 				ScriptConfigMapRef: &agentsv1.ConfigMapKeyRef{Name: "script"},
 			},
 		},
+	}
+	for _, f := range change {
+		f(s)
 	}
 	if err := testClient.Create(t.Context(), s); err != nil {
 		t.Fatalf("create session: %v", err)

@@ -171,6 +171,9 @@ func (r *Reconciler) claimPod(ctx context.Context, s *agentsv1.AgentSession) (*c
 			return nil, fmt.Errorf("claim warm pod %s: %w", pod.Name, err)
 		}
 		r.pools.claimed.Store(s.UID, pod.Name)
+		if r.WarmStreams != nil {
+			r.WarmStreams.Claimed(pod)
+		}
 		if r.Metrics != nil {
 			r.Metrics.WarmPoolClaim(s.Namespace, true)
 		}
@@ -256,6 +259,10 @@ type streamPreopener interface {
 	Preopen(ctx context.Context, t k8senv.Target) error
 	// DropSpare closes the spare stream of a pod, if any.
 	DropSpare(namespace, pod string)
+	// Claimed hands the pod, as its claim's update returned it, to the
+	// pod's spare: its take-over checks that copy instead of reading the
+	// pod again.
+	Claimed(pod *corev1.Pod)
 }
 
 var _ streamPreopener = (*k8senv.Pool)(nil)

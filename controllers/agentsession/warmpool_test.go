@@ -1,6 +1,7 @@
 package agentsession
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -21,6 +22,7 @@ import (
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/k8senv"
+	"github.com/agent-operator/agent-operator/internal/runner"
 )
 
 // The suite's manager keeps a warm pool of warmPoolSize pods in warmPoolNamespace.
@@ -225,6 +227,33 @@ func TestWarmPoolPodsAreClaimedAtomicallyAndReplaced(t *testing.T) {
 	}
 }
 
+// readyPool is a warm pool of size ready pods in ns, kept by no
+// controller: the pods are created and marked ready here.
+func readyPool(t *testing.T, ns string, size int) (*pools, []*corev1.Pod) {
+	t.Helper()
+	p, err := newPools([]WarmPool{{Namespace: ns, Size: size}}, suiteImages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pl *pool
+	for _, v := range p.byKey {
+		pl = v
+	}
+	var out []*corev1.Pod
+	for range size {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "warm-", Namespace: ns, Labels: map[string]string{LabelWarmPool: pl.key}},
+			Spec:       *pl.spec.DeepCopy(),
+		}
+		if err := testClient.Create(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+		markPodReady(t, pod)
+		out = append(out, pod)
+	}
+	return p, out
+}
+
 func ptrFalse(b *bool) bool { return b != nil && !*b }
 
 // suiteRecorder is the suite manager's event recorder.
@@ -238,25 +267,8 @@ var suiteImages = Images{Workspace: "agent-operator/workspace:dev", Executor: "a
 // two claims succeed, on different pods, and the others start cold (nil).
 func TestConcurrentClaimsTakeEachPodOnce(t *testing.T) {
 	ns := newNamespace(t)
-	p, err := newPools([]WarmPool{{Namespace: ns, Size: 2}}, suiteImages)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _ := readyPool(t, ns, 2)
 	r := &Reconciler{Client: testClient, Scheme: scheme.Scheme, Recorder: suiteRecorder, Images: suiteImages, pools: p}
-	var pl *pool
-	for _, v := range p.byKey {
-		pl = v
-	}
-	for range 2 {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "warm-", Namespace: ns, Labels: map[string]string{LabelWarmPool: pl.key}},
-			Spec:       *pl.spec.DeepCopy(),
-		}
-		if err := testClient.Create(t.Context(), pod); err != nil {
-			t.Fatal(err)
-		}
-		markPodReady(t, pod)
-	}
 	sessions := make([]*agentsv1.AgentSession, 4)
 	for i := range sessions {
 		sessions[i] = &agentsv1.AgentSession{
@@ -344,5 +356,58 @@ func TestPoolWithSparesIsLookedAtAgain(t *testing.T) {
 				t.Fatalf("RequeueAfter = %s, want %s", res.RequeueAfter, tc.want)
 			}
 		})
+	}
+}
+
+// TestClaimedReadyPodStartsTheRunnerAtOnce: the reconcile that claims a
+// ready warm-pool pod starts the session's runner too, instead of leaving it
+// to the reconcile the claim's status write and pod update cause (a warm
+// start waited for that write and a watch delivery). A cold pod, not ready
+// yet, still waits for the pod watch.
+func TestClaimedReadyPodStartsTheRunnerAtOnce(t *testing.T) {
+	ns := newNamespace(t)
+	p, pods := readyPool(t, ns, 1)
+	pod := pods[0]
+	run, err := runner.New(runner.Options{
+		Reader: testClient, Journals: testJS, Clients: runner.ProviderClients, Envs: workspaces.envFactory,
+		Log: logr.Discard(), Prices: suitePrices,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = run.Shutdown(context.Background()) })
+	const class = "claim-starts-runner" // the suite's manager leaves these sessions alone
+	rec := &Reconciler{Client: testClient, Scheme: scheme.Scheme, Recorder: suiteRecorder, Runner: run,
+		Images: suiteImages, EventsPrefix: "agents", Class: class, Now: time.Now, pools: p}
+	session := func() *agentsv1.AgentSession {
+		return scriptedSession(t, ns, func(s *agentsv1.AgentSession) { s.Labels = map[string]string{agentsv1.LabelClass: class} })
+	}
+	// reconcileUntilPod reconciles s until it has a workspace pod and
+	// reports whether its runner was started by then.
+	reconcileUntilPod := func(s *agentsv1.AgentSession) (string, bool) {
+		req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(s)}
+		for range 5 {
+			if _, err := rec.Reconcile(t.Context(), req); err != nil {
+				t.Fatal(err)
+			}
+			got := &agentsv1.AgentSession{}
+			if err := testClient.Get(t.Context(), req.NamespacedName, got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.PodName != "" {
+				_, started := run.Progress(got.UID)
+				return got.Status.PodName, started
+			}
+		}
+		t.Fatalf("session %s has no pod after 5 reconciles", s.Name)
+		return "", false
+	}
+	warm := session()
+	if name, started := reconcileUntilPod(warm); name != pod.Name || !started {
+		t.Fatalf("the reconcile that claimed pod %q (want %s) started the runner: %v, want true", name, pod.Name, started)
+	}
+	cold := session() // the pool is empty now
+	if name, started := reconcileUntilPod(cold); name == "" || started {
+		t.Fatalf("the reconcile that created cold pod %q started the runner before the pod was ready", name)
 	}
 }

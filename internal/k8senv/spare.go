@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/agent-operator/agent-operator/internal/executor"
 )
 
@@ -15,6 +17,9 @@ import (
 type spare struct {
 	target Target           // what it was opened for (no owner)
 	client *executor.Client // nil while Preopen opens it
+	// claimed is the pod as the update that claimed it returned it
+	// (Claimed), nil until then.
+	claimed *corev1.Pod
 }
 
 func (sp *spare) close() {
@@ -98,11 +103,26 @@ func (p *Pool) DropSpare(namespace, pod string) {
 	}
 }
 
+// Claimed records pod, as the update that claimed it for a session
+// returned it, with the pod's spare stream: the spare's take-over checks
+// this copy against the session's expectations instead of reading the pod
+// again (it is the API server's own answer to the claim, the newest write
+// this process knows of). Without a spare it does nothing.
+func (p *Pool) Claimed(pod *corev1.Pod) {
+	key := spareKey(pod.Namespace, pod.Name)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sp := p.spares[key]; sp != nil {
+		sp.claimed = pod.DeepCopy()
+	}
+}
+
 // takeSpare removes the spare of t's pod from the pool and returns its
-// client, or nil when there is no open spare for t's container. Whatever
-// the answer, the pod has no spare afterwards: a spare still opening is
-// closed once it opened, since t's stream replaces it.
-func (p *Pool) takeSpare(t Target) *executor.Client {
+// client and the pod its claim recorded (or nil), or a nil client when
+// there is no open spare for t's container. Whatever the answer, the pod
+// has no spare afterwards: a spare still opening is closed once it opened,
+// since t's stream replaces it.
+func (p *Pool) takeSpare(t Target) (*executor.Client, *corev1.Pod) {
 	key := spareKey(t.Namespace, t.Pod)
 	p.mu.Lock()
 	sp := p.spares[key]
@@ -110,30 +130,36 @@ func (p *Pool) takeSpare(t Target) *executor.Client {
 	p.mu.Unlock()
 	switch {
 	case sp == nil:
-		return nil
+		return nil, nil
 	case sp.client == nil:
-		return nil
+		return nil, nil
 	case sp.target.Container != t.Container:
 		sp.close()
-		return nil
+		return nil, nil
 	}
-	return sp.client
+	return sp.client, sp.claimed
 }
 
 // takeOverSpare returns the pod's spare stream made the stream of t (the
-// pod's shared stream, without an owner): the pod is read and checked
-// against t and one round trip shows the spare alive. It returns nil,
-// having closed the spare, when there is none or it cannot be used; the
-// caller then opens a new stream.
+// pod's shared stream, without an owner): the pod (its claim's copy, or
+// else read again) is checked against t and one round trip shows the spare
+// alive. It returns nil, having closed the spare, when there is none or it
+// cannot be used; the caller then opens a new stream.
 func (p *Pool) takeOverSpare(ctx context.Context, t Target) *executor.Client {
-	c := p.takeSpare(t)
+	c, claimed := p.takeSpare(t)
 	if c == nil {
 		return nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
 	start := time.Now()
-	if _, err := p.checkPod(dctx, t); err != nil {
+	var err error
+	if claimed != nil {
+		_, err = checkPod(claimed, t)
+	} else {
+		_, err = p.checkPod(dctx, t)
+	}
+	if err != nil {
 		c.Close()
 		p.cfg.Log.V(1).Info("spare exec stream not used: pod check failed", "pod", t.key(), "error", err.Error())
 		return nil

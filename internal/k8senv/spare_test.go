@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/agent-operator/agent-operator/internal/executor"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 )
@@ -32,6 +34,18 @@ func sessionTarget(h *harness, o executor.Owner) Target {
 	t := h.target()
 	t.Pod, t.Container, t.Owner = "warm-1", "workspace", o
 	return t
+}
+
+// preopenedPool is a pool whose sidecars keep owner records in owners,
+// with a spare opened to the unclaimed pool pod "ns/warm-1".
+func preopenedPool(t *testing.T, h *harness) (p *Pool, owners string) {
+	t.Helper()
+	owners = t.TempDir()
+	p = newPool(t, h, func(c *Config) { c.ServeArgs = []string{"--owner-dir", owners} })
+	if err := p.Preopen(t.Context(), warmPod(h)); err != nil {
+		t.Fatalf("Preopen: %v", err)
+	}
+	return p, owners
 }
 
 func execStreams(h *harness) int32 { return h.websocketExecs.Load() + h.spdyExecs.Load() }
@@ -129,11 +143,7 @@ func TestSpareNotUsable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			owners := t.TempDir()
-			p := newPool(t, h, func(c *Config) { c.ServeArgs = []string{"--owner-dir", owners} })
-			if err := p.Preopen(t.Context(), warmPod(h)); err != nil {
-				t.Fatalf("Preopen: %v", err)
-			}
+			p, owners := preopenedPool(t, h)
 			if tt.claim {
 				claimWarmPod(h)
 			}
@@ -163,11 +173,7 @@ func TestConcurrentSessionsShareTheSpare(t *testing.T) {
 	for i := range 3 {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			h := newHarness(t)
-			owners := t.TempDir()
-			p := newPool(t, h, func(c *Config) { c.ServeArgs = []string{"--owner-dir", owners} })
-			if err := p.Preopen(t.Context(), warmPod(h)); err != nil {
-				t.Fatalf("Preopen: %v", err)
-			}
+			p, _ := preopenedPool(t, h)
 			claimWarmPod(h)
 			envs := []*Env{
 				p.Env(sessionTarget(h, executor.Owner{SessionUID: "uid-1", Holder: "h", Epoch: 1})),
@@ -187,6 +193,49 @@ func TestConcurrentSessionsShareTheSpare(t *testing.T) {
 			}
 			if n := execStreams(h); n != 1 {
 				t.Errorf("%d exec streams, want 1 (the spare)", n)
+			}
+		})
+	}
+}
+
+// TestClaimedCopySavesThePodRead: the pod as its claim's update returned it
+// (Pool.Claimed) is what the spare's take-over checks: the session's first
+// call reads the pod no more. A copy that does not pass the session's
+// checks is not trusted over the pod: the spare is closed and the session
+// opens its stream as without one (reading the pod, a second exec).
+func TestClaimedCopySavesThePodRead(t *testing.T) {
+	owner := executor.Owner{SessionUID: "uid-1", Holder: "ns-a/ao/ao-1", Epoch: 4}
+	tests := []struct {
+		name      string
+		copy      func() *corev1.Pod
+		wantGets  int32 // by the session's first call
+		wantExecs int32
+	}{
+		{"the claim's copy", func() *corev1.Pod { return runningPod("ns", "warm-1") }, 0, 1},
+		{"no copy", nil, 1, 1},
+		{"a copy owned by another session", func() *corev1.Pod {
+			p := runningPod("ns", "warm-1")
+			p.OwnerReferences[0].UID = "someone-else"
+			return p
+		}, 1, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			p, _ := preopenedPool(t, h)
+			claimWarmPod(h)
+			if tt.copy != nil {
+				p.Claimed(tt.copy())
+			}
+			gets := h.podGets.Load()
+			if err := run(t, p.Env(sessionTarget(h, owner))); err != nil {
+				t.Fatalf("the session's call: %v", err)
+			}
+			if n := h.podGets.Load() - gets; n != tt.wantGets {
+				t.Errorf("the session's first call read the pod %d times, want %d", n, tt.wantGets)
+			}
+			if n := execStreams(h); n != tt.wantExecs {
+				t.Errorf("%d exec streams, want %d", n, tt.wantExecs)
 			}
 		})
 	}
