@@ -2,6 +2,7 @@ package changes_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -27,6 +28,9 @@ import (
 type countingEnv struct {
 	env   *localenv.Env
 	calls atomic.Int64
+	// trace, if set, is the file git's own trace (GIT_TRACE) of every
+	// command run goes to: one line per git process ("built-in: git ...").
+	trace string
 }
 
 var _ tool.ExecutionEnvironment = (*countingEnv)(nil)
@@ -58,7 +62,24 @@ func (c *countingEnv) ListDirectory(ctx context.Context, p string, depth int) ([
 
 func (c *countingEnv) ExecCommand(ctx context.Context, command string, o tool.ExecOptions) (*tool.ExecResult, error) {
 	c.calls.Add(1)
+	if c.trace != "" {
+		o.Env = maps.Clone(o.Env)
+		if o.Env == nil {
+			o.Env = map[string]string{}
+		}
+		o.Env["GIT_TRACE"] = c.trace
+	}
 	return c.env.ExecCommand(ctx, command, o)
+}
+
+// gitProcesses counts the git processes c's trace recorded.
+func (c *countingEnv) gitProcesses(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(c.trace)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "built-in: git ")
 }
 
 func (c *countingEnv) Grep(ctx context.Context, pattern, p string, o tool.GrepOptions) (*tool.GrepResult, error) {
@@ -124,11 +145,15 @@ func TestBaselineIsOneRoundTrip(t *testing.T) {
 		name  string
 		git   bool
 		again bool // count the second call, after a first one recorded the baseline
+		// gits is how many git processes the script runs: on a fresh
+		// workspace, none asks for a baseline that cannot exist yet, and
+		// the commit starts no "git maintenance".
+		gits int
 	}{
-		{name: "fresh non-git workspace"},
-		{name: "git workspace with a checked-out commit", git: true},
-		{name: "baseline already recorded, non-git", again: true},
-		{name: "baseline already recorded, git", git: true, again: true},
+		{name: "fresh non-git workspace", gits: 5},
+		{name: "git workspace with a checked-out commit", git: true, gits: 3},
+		{name: "baseline already recorded, non-git", again: true, gits: 1},
+		{name: "baseline already recorded, git", git: true, again: true, gits: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,12 +168,15 @@ func TestBaselineIsOneRoundTrip(t *testing.T) {
 					t.Fatalf("first Baseline: %v", err)
 				}
 			}
-			c := &countingEnv{env: env}
+			c := &countingEnv{env: env, trace: filepath.Join(t.TempDir(), "git-trace")}
 			if err := rec.Baseline(t.Context(), c, s); err != nil {
 				t.Fatalf("Baseline: %v", err)
 			}
 			if n := c.calls.Load(); n != 1 {
 				t.Fatalf("Baseline made %d round trips to the workspace, want 1", n)
+			}
+			if n := c.gitProcesses(t); n != tc.gits {
+				t.Errorf("Baseline ran %d git processes, want %d", n, tc.gits)
 			}
 		})
 	}

@@ -38,6 +38,10 @@ var gitOptions = []string{
 	// The workspace's mount point is owned by root, the workspace user is
 	// not: without this git refuses the repository ("dubious ownership").
 	"-c", "safe.directory=*",
+	// No housekeeping after a commit: "git maintenance run --auto" is one
+	// more git process on the session's start (the baseline's commit).
+	"-c", "maintenance.auto=false",
+	"-c", "gc.auto=0",
 }
 
 // repo runs git in the workspace of one session.

@@ -142,7 +142,9 @@ func (rc *Recorder) Baseline(ctx context.Context, env tool.ExecutionEnvironment,
 // workspace root with the operator's identity in its environment. Step by
 // step it does what separate git commands would: look for .git (else use
 // the private git directory, with r.command's flags either way); stop,
-// printing "kept", when baseRef already names a commit; for the private
+// printing "kept", when baseRef already names a commit (not asked of a
+// private directory that does not exist yet: one git process fewer on a
+// fresh workspace, the common start); for the private
 // directory create it (excluding itself), add -A and commit the whole
 // workspace; then point baseRef at HEAD and print "base <commit>". A failed
 // step prints "fail <step> <exit code>" with the step's stderr on stderr
@@ -164,7 +166,8 @@ initPrivate() {
 	mkdir -p ` + quote(privateDir+"/git/info") + ` && g init -q &&
 	printf '/%s/\n' ` + quote(privateDir) + ` > ` + quote(privateDir+"/git/info/exclude") + `
 }
-if g rev-parse -q --verify ` + quote(baseRef+"^{commit}") + ` >/dev/null 2>&1; then echo kept; exit 0; fi
+if { [ -z "$private" ] || [ -d ` + quote(privateDir+"/git") + ` ]; } &&
+	g rev-parse -q --verify ` + quote(baseRef+"^{commit}") + ` >/dev/null 2>&1; then echo kept; exit 0; fi
 if [ -n "$private" ]; then
 	step init initPrivate
 	step add g add -A
