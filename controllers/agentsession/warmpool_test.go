@@ -367,7 +367,67 @@ func TestPoolWithSparesIsLookedAtAgain(t *testing.T) {
 func TestClaimedReadyPodStartsTheRunnerAtOnce(t *testing.T) {
 	ns := newNamespace(t)
 	p, pods := readyPool(t, ns, 1)
-	pod := pods[0]
+	run := claimTestRunner(t)
+	rec := claimTestReconciler(run, p)
+	warm := claimTestSession(t, ns)
+	if name, started := reconcileUntilPod(t, rec, run, warm); name != pods[0].Name || !started {
+		t.Fatalf("the reconcile that claimed pod %q (want %s) started the runner: %v, want true", name, pods[0].Name, started)
+	}
+	cold := claimTestSession(t, ns) // the pool is empty now
+	if name, started := reconcileUntilPod(t, rec, run, cold); name == "" || started {
+		t.Fatalf("the reconcile that created cold pod %q started the runner before the pod was ready", name)
+	}
+}
+
+// A manager that dies between a pool pod's claim and the status write that
+// records it: the restarted one (a new reconciler and runner, nothing in
+// memory) finds the pod the session claimed by its labels and runs the
+// session there, instead of claiming a second pool pod or starting cold.
+func TestRestartAfterAClaimFindsTheClaimedPod(t *testing.T) {
+	ns := newNamespace(t)
+	p, pods := readyPool(t, ns, 2)
+	before := claimTestReconciler(claimTestRunner(t), p)
+	s := claimTestSession(t, ns)
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(s)}
+	if _, err := before.Reconcile(t.Context(), req); err != nil { // the first status
+		t.Fatal(err)
+	}
+	if err := testClient.Get(t.Context(), req.NamespacedName, s); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := before.claimPod(t.Context(), s) // the claim's write, then the crash
+	if err != nil || claimed == nil {
+		t.Fatalf("claim: %v, %v", claimed, err)
+	}
+	fresh, err := newPools([]WarmPool{{Namespace: ns, Size: 2}}, suiteImages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := claimTestRunner(t)
+	if name, started := reconcileUntilPod(t, claimTestReconciler(run, fresh), run, s); name != claimed.Name || !started {
+		t.Fatalf("after the restart the session runs in pod %q (started %v), want the claimed %s", name, started, claimed.Name)
+	}
+	for _, pod := range pods {
+		live := &corev1.Pod{}
+		if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(pod), live); err != nil {
+			t.Fatal(err)
+		}
+		if owned := metav1.GetControllerOf(live) != nil; owned != (pod.Name == claimed.Name) {
+			t.Errorf("pool pod %s owned: %v; only the claimed %s may be", pod.Name, owned, claimed.Name)
+		}
+	}
+}
+
+// The class of the claim tests' sessions: the suite's manager leaves them
+// alone, so only the test's reconciler acts on them.
+const claimTestClass = "claim-starts-runner"
+
+func claimTestSession(t *testing.T, ns string) *agentsv1.AgentSession {
+	return scriptedSession(t, ns, func(s *agentsv1.AgentSession) { s.Labels = map[string]string{agentsv1.LabelClass: claimTestClass} })
+}
+
+func claimTestRunner(t *testing.T) *runner.Runner {
+	t.Helper()
 	run, err := runner.New(runner.Options{
 		Reader: testClient, Journals: testJS, Clients: runner.ProviderClients, Envs: workspaces.envFactory,
 		Log: logr.Discard(), Prices: suitePrices,
@@ -376,38 +436,32 @@ func TestClaimedReadyPodStartsTheRunnerAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = run.Shutdown(context.Background()) })
-	const class = "claim-starts-runner" // the suite's manager leaves these sessions alone
-	rec := &Reconciler{Client: testClient, Scheme: scheme.Scheme, Recorder: suiteRecorder, Runner: run,
-		Images: suiteImages, EventsPrefix: "agents", Class: class, Now: time.Now, pools: p}
-	session := func() *agentsv1.AgentSession {
-		return scriptedSession(t, ns, func(s *agentsv1.AgentSession) { s.Labels = map[string]string{agentsv1.LabelClass: class} })
-	}
-	// reconcileUntilPod reconciles s until it has a workspace pod and
-	// reports whether its runner was started by then.
-	reconcileUntilPod := func(s *agentsv1.AgentSession) (string, bool) {
-		req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(s)}
-		for range 5 {
-			if _, err := rec.Reconcile(t.Context(), req); err != nil {
-				t.Fatal(err)
-			}
-			got := &agentsv1.AgentSession{}
-			if err := testClient.Get(t.Context(), req.NamespacedName, got); err != nil {
-				t.Fatal(err)
-			}
-			if got.Status.PodName != "" {
-				_, started := run.Progress(got.UID)
-				return got.Status.PodName, started
-			}
+	return run
+}
+
+func claimTestReconciler(run *runner.Runner, p *pools) *Reconciler {
+	return &Reconciler{Client: testClient, Scheme: scheme.Scheme, Recorder: suiteRecorder, Runner: run,
+		Images: suiteImages, EventsPrefix: "agents", Class: claimTestClass, Now: time.Now, pools: p}
+}
+
+// reconcileUntilPod reconciles s with rec until it has a workspace pod and
+// reports whether run was driving it by then.
+func reconcileUntilPod(t *testing.T, rec *Reconciler, run *runner.Runner, s *agentsv1.AgentSession) (string, bool) {
+	t.Helper()
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(s)}
+	for range 5 {
+		if _, err := rec.Reconcile(t.Context(), req); err != nil {
+			t.Fatal(err)
 		}
-		t.Fatalf("session %s has no pod after 5 reconciles", s.Name)
-		return "", false
+		got := &agentsv1.AgentSession{}
+		if err := testClient.Get(t.Context(), req.NamespacedName, got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.PodName != "" {
+			_, started := run.Progress(got.UID)
+			return got.Status.PodName, started
+		}
 	}
-	warm := session()
-	if name, started := reconcileUntilPod(warm); name != pod.Name || !started {
-		t.Fatalf("the reconcile that claimed pod %q (want %s) started the runner: %v, want true", name, pod.Name, started)
-	}
-	cold := session() // the pool is empty now
-	if name, started := reconcileUntilPod(cold); name == "" || started {
-		t.Fatalf("the reconcile that created cold pod %q started the runner before the pod was ready", name)
-	}
+	t.Fatalf("session %s has no pod after 5 reconciles", s.Name)
+	return "", false
 }

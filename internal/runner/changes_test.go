@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -37,21 +38,7 @@ func TestSucceededInputRecordsTheChange(t *testing.T) {
 			Arguments: []byte(`{"file_path": "made.txt", "content": "secret-free content\n"}`)}}},
 		{Text: "done"},
 	}}
-	r := changesRunner(t, pub, dir, script)
-	obj := &agentsv1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "writer", UID: "uid-writer"},
-		Spec: agentsv1.AgentSessionSpec{
-			Prompt: "write a file",
-			Model:  agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"},
-		},
-	}
-	if err := r.Ensure(obj, "pod"); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Wait(ctx, obj.UID); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := r.Progress(obj.UID)
+	p := runToEnd(t, changesRunner(t, pub, dir, script), "writer", "write a file")
 	if p.Phase != agentsv1.PhaseSucceeded || p.Changes == nil || p.Changes.Changes == nil {
 		t.Fatalf("progress %s, changes %+v: want Succeeded with a recorded change", p.Phase, p.Changes)
 	}
@@ -98,25 +85,10 @@ func kinds(evs []loop.Event) []loop.EventKind {
 // recorded after it, so the file that was there at start is not part of
 // the change.
 func TestInputWithoutToolsIsRecordedAfterTheBaseline(t *testing.T) {
-	ctx := t.Context()
 	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
 	dir := workspaceWith(t, "before.txt", "there at start\n")
 	script := &scripted.Script{Turns: []scripted.Turn{{Text: "Nothing to do."}}}
-	r := changesRunner(t, pub, dir, script)
-	obj := &agentsv1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "talker", UID: "uid-talker"},
-		Spec: agentsv1.AgentSessionSpec{
-			Prompt: "say something",
-			Model:  agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"},
-		},
-	}
-	if err := r.Ensure(obj, "pod"); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Wait(ctx, obj.UID); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := r.Progress(obj.UID)
+	p := runToEnd(t, changesRunner(t, pub, dir, script), "talker", "say something")
 	if p.Phase != agentsv1.PhaseSucceeded || p.Changes == nil || p.Changes.RecordReason != agentsv1.ReasonChangesRecorded {
 		t.Fatalf("progress %s, changes %+v: want Succeeded with a recorded change", p.Phase, p.Changes)
 	}
@@ -155,4 +127,25 @@ func workspaceWith(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// runToEnd runs the scripted session team-a/name (uid "uid-<name>") with
+// prompt on r until its runner ends, and returns its progress.
+func runToEnd(t *testing.T, r *Runner, name, prompt string) Progress {
+	t.Helper()
+	obj := &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID("uid-" + name)},
+		Spec: agentsv1.AgentSessionSpec{
+			Prompt: prompt,
+			Model:  agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"},
+		},
+	}
+	if err := r.Ensure(obj, "pod"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(t.Context(), obj.UID); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := r.Progress(obj.UID)
+	return p
 }
