@@ -110,10 +110,18 @@ type Claim struct {
 // *Foreign error.
 func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim, error) {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(s.UID)}
+	// A session no instance has driven yet (no owner in its status) has
+	// no Lease as a rule: create it without reading first. One that exists
+	// anyway (an owner not yet written) is read and taken as below.
+	create := s.Status.Owner == ""
 	for range 5 {
 		now := c.now()
 		l := &coordinationv1.Lease{}
-		err := c.Reader.Get(ctx, key, l)
+		var err error = apierrors.NewNotFound(coordinationv1.Resource("leases"), key.Name)
+		if !create {
+			err = c.Reader.Get(ctx, key, l)
+		}
+		create = false
 		if apierrors.IsNotFound(err) {
 			l = c.newLease(s, now)
 			if err := c.Client.Create(ctx, l); err != nil {

@@ -3,7 +3,10 @@ package claim
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -306,5 +310,94 @@ func TestShardedClaimsHoldAgainstOtherReplicasOfTheInstall(t *testing.T) {
 				last[st.who] = cl
 			}
 		})
+	}
+}
+
+// requestLog counts the API requests that pass through it, by method.
+type requestLog struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	n    map[string]int
+}
+
+func (l *requestLog) RoundTrip(req *http.Request) (*http.Response, error) {
+	l.mu.Lock()
+	l.n[req.Method]++
+	l.mu.Unlock()
+	return l.next.RoundTrip(req)
+}
+
+func (l *requestLog) take() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.n
+	l.n = map[string]int{}
+	return n
+}
+
+// The first claim of a session no instance has driven (no status.owner) is
+// one request, a create, where it was a read that found nothing and then the
+// create. A session whose Lease exists although its status names no owner
+// (its driver crashed before the owner was written) is still taken as an
+// existing claim: a new epoch, never a second Lease.
+func TestFirstClaimIsOneRequest(t *testing.T) {
+	env, cfg, err := testenv.Start(filepath.Join("..", "..", "config", "crd", "bases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	scheme := runtime.NewScheme()
+	if err := errors.Join(agentsv1.AddToScheme(scheme), coordinationv1.AddToScheme(scheme)); err != nil {
+		t.Fatal(err)
+	}
+	log := &requestLog{n: map[string]int{}}
+	counted := rest.CopyConfig(cfg)
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
+	c, err := client.New(counted, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := Holder{Install: "ns-a/ao", Pod: "ao-1"}
+	claims := &Claims{Client: c, Reader: c, Me: me, Duration: 15 * time.Second}
+
+	s := sessionNamed(t, c, "first-claim")
+	log.take()
+	first, err := claims.Acquire(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := log.take(); !maps.Equal(got, map[string]int{http.MethodPost: 1}) {
+		t.Errorf("first claim of a session never driven: requests %v, want one POST", got)
+	}
+	if err := first.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Its driver released it (or crashed) before status named it: the
+	// create finds the Lease, which is read and taken with a new epoch.
+	log.take()
+	again, err := claims.Acquire(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Fence != first.Fence+1 {
+		t.Errorf("claim of an existing Lease without an owner in status: fence %d, want %d", again.Fence, first.Fence+1)
+	}
+	if got := log.take(); !maps.Equal(got, map[string]int{http.MethodPost: 1, http.MethodGet: 1, http.MethodPut: 1}) {
+		t.Errorf("claim of an existing Lease without an owner in status: requests %v, want POST (exists), GET, PUT", got)
+	}
+	if err := again.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Status names its last driver: read first, no create.
+	s.Status.Owner = me.String()
+	log.take()
+	third, err := claims.Acquire(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := log.take(); !maps.Equal(got, map[string]int{http.MethodGet: 1, http.MethodPut: 1}) || third.Fence != again.Fence+1 {
+		t.Errorf("claim of a session driven before: requests %v, fence %d; want GET and PUT, fence %d", got, third.Fence, again.Fence+1)
 	}
 }
