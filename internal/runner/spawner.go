@@ -306,6 +306,9 @@ func (sp *childSpawner) child(req tool.SpawnRequest, limits agentsv1.Limits, too
 			Namespace:   p.Namespace,
 			Labels:      childLabels(p),
 			Annotations: annotations,
+			// The controller's finalizer from the start: the controller
+			// would add it in a write of its own (one per child of a fan-out).
+			Finalizers: []string{agentsv1.Finalizer},
 			OwnerReferences: []metav1.OwnerReference{
 				*metav1.NewControllerRef(p, agentsv1.GroupVersion.WithKind("AgentSession")),
 			},

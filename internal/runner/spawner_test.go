@@ -89,6 +89,11 @@ func TestChildSession(t *testing.T) {
 			if c.Name != "lead-sub-1" {
 				t.Errorf("name = %s", c.Name)
 			}
+			// Created with the controller's finalizer: the controller adds it
+			// in no write of its own, one per child of a fan-out.
+			if !slices.Equal(c.Finalizers, []string{agentsv1.Finalizer}) {
+				t.Errorf("finalizers = %v, want [%s]", c.Finalizers, agentsv1.Finalizer)
+			}
 			tc.check(t, c)
 		})
 	}
