@@ -271,9 +271,14 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 	case !podReady(obs.pod):
 		return agentsv1.PhaseProvisioning, agentsv1.ReasonPodCreated, "waiting for the workspace pod to become Ready"
 	default:
-		return agentsv1.PhaseRunning, agentsv1.ReasonRunning, "starting the agent"
+		return agentsv1.PhaseRunning, agentsv1.ReasonRunning, startingMessage
 	}
 }
+
+// startingMessage is the Ready and Completed conditions' message of a session that has just
+// become Running, until its runner reports. Clearing it is no write of its own
+// (withoutProgress): the runner's first progress write, or the end, clears it.
+const startingMessage = "starting the agent"
 
 func workspaceCondition(obs observation) metav1.Condition {
 	c := metav1.Condition{Type: agentsv1.ConditionWorkspaceReady, Status: metav1.ConditionFalse}

@@ -76,7 +76,7 @@ func endHeld(old, new *agentsv1.AgentSessionStatus, p *runner.Progress) bool {
 func withoutProgress(st *agentsv1.AgentSessionStatus) *agentsv1.AgentSessionStatus {
 	c := st.DeepCopy()
 	c.Turns, c.ToolCalls, c.Usage = 0, 0, agentsv1.Usage{}
-	c.Cost, c.TreeCost, c.TreeTokens = "", "", 0
+	c.Cost, c.Currency, c.TreeCost, c.TreeTokens = "", "", "", 0
 	c.Result, c.ResultTruncated = "", false
 	c.LastEventSequence, c.WorkingTime = 0, nil
 	c.Context, c.Plan = nil, nil
@@ -85,6 +85,18 @@ func withoutProgress(st *agentsv1.AgentSessionStatus) *agentsv1.AgentSessionStat
 	// read the children, not this list (a child's phase change still wakes
 	// the parent at once, see parentwake.go).
 	c.Children, c.ChildrenSummary = nil, nil
+	// The driving instance: its claim Lease, not this field, is what keeps
+	// another instance out, and the field is written together with the
+	// event sequence it goes with (a journal found empty is judged by both,
+	// runner/session.go).
+	c.Owner = ""
+	// The message of a session starting: its clearing waits for the next
+	// write, so a short session goes Running -> its end in two writes.
+	for i := range c.Conditions {
+		if cond := &c.Conditions[i]; cond.Reason == agentsv1.ReasonRunning && cond.Message == startingMessage {
+			cond.Message = ""
+		}
+	}
 	return c
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -133,9 +134,12 @@ func TestSessionEndIsOneStatusWrite(t *testing.T) {
 	cases := []struct {
 		name     string
 		interval time.Duration
+		step     time.Duration // of the reconciler's clock, per reconcile
 	}{
-		{"every change at once", 0},
-		{"coalesced over 5s", 5 * time.Second},
+		{"every change at once", 0, time.Second},
+		{"coalesced over 5s", 5 * time.Second, time.Second},
+		// No progress write falls due: every write is a phase of its own.
+		{"coalesced, the clock standing still", 5 * time.Second, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,7 +237,7 @@ func TestSessionEndIsOneStatusWrite(t *testing.T) {
 				case <-timeout:
 					t.Fatalf("session still %q (runner live: %t)", got.Status.Phase, live)
 				}
-				now = now.Add(time.Second)
+				now = now.Add(tc.step)
 				reconcile()
 				if p, ok := run.Progress(got.UID); ok && p.Phase.IsFinal() {
 					endSeen.Do(func() { close(ended) })
@@ -244,8 +248,24 @@ func TestSessionEndIsOneStatusWrite(t *testing.T) {
 			}
 			// Later reconciles with nothing new write nothing.
 			for range 3 {
-				now = now.Add(time.Second)
+				now = now.Add(tc.step)
 				reconcile()
+			}
+			if tc.step == 0 {
+				// A session that ends within one interval writes each phase once:
+				// the runner's start (its claim's owner, the message that the
+				// agent is starting cleared) waits for the next write.
+				var phases []agentsv1.Phase
+				for _, w := range log.all() {
+					phases = append(phases, w.status.Phase)
+				}
+				want := []agentsv1.Phase{agentsv1.PhasePending, agentsv1.PhaseProvisioning, agentsv1.PhaseRunning, agentsv1.PhaseSucceeded}
+				if !slices.Equal(phases, want) {
+					for i, w := range log.all() {
+						t.Logf("write %d: %s", i, w.patch)
+					}
+					t.Errorf("status writes of a session that ended within one interval: phases %v, want %v", phases, want)
+				}
 			}
 
 			end := log.fromFinal()
