@@ -463,11 +463,14 @@ func sessionPhases(c client.Reader) metrics.SessionLister {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var list agentsv1.AgentSessionList
-		if err := c.List(ctx, &list); err != nil {
+		// Only read: the cache's own objects, not a deep copy of every session
+		// per scrape.
+		if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, err
 		}
 		out := make([]metrics.SessionPhase, 0, len(list.Items))
-		for _, s := range list.Items {
+		for i := range list.Items {
+			s := &list.Items[i]
 			since := s.CreationTimestamp.Time
 			for _, c := range s.Status.Conditions {
 				if c.Type == agentsv1.ConditionReady {

@@ -115,6 +115,25 @@ type Reconciler struct {
 	foreign   map[types.UID]string
 
 	updates chan event.TypedGenericEvent[*agentsv1.AgentSession]
+
+	// childrenIndexed: Client reads from the manager's cache, which indexes
+	// sessions by their parent's UID (childrenField; SetupWithManager).
+	childrenIndexed bool
+}
+
+// childrenField is the manager cache's index of sessions by their parent's
+// UID (the label agentsv1.LabelParentUID). Listing a session's children by
+// it touches only those children; a label selector matches every session of
+// the namespace, and every session's reconcile lists its children, so a
+// fan-out of n children cost n x n label matches.
+const childrenField = "agent-operator.dev/parent-uid"
+
+// parentUIDOf is childrenField's value of a session: its parent's UID.
+func parentUIDOf(o client.Object) []string {
+	if uid := o.GetLabels()[agentsv1.LabelParentUID]; uid != "" {
+		return []string{uid}
+	}
+	return nil
 }
 
 // Notify is the runner's notifier: it enqueues the session without blocking.
@@ -158,6 +177,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("setup agentsession controller: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &agentsv1.AgentSession{}, childrenField, parentUIDOf); err != nil {
+		return fmt.Errorf("setup agentsession controller: index children: %w", err)
+	}
+	r.childrenIndexed = true // Client is the manager's: its reads are the cache's
 	r.pools = pools
 	if len(r.WarmPools) > 0 {
 		pr := &PoolReconciler{Client: r.Client, pools: pools, metrics: r.Metrics, Streams: r.WarmStreams}
@@ -807,8 +830,11 @@ func sharedWorkspace(s *agentsv1.AgentSession) bool {
 // children lists the child sessions of s (bounded, see boundChildren).
 func (r *Reconciler) children(ctx context.Context, s *agentsv1.AgentSession) (childList, error) {
 	var list agentsv1.AgentSessionList
-	if err := r.Client.List(ctx, &list, client.InNamespace(s.Namespace),
-		client.MatchingLabels{agentsv1.LabelParentUID: string(s.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+	var children client.ListOption = client.MatchingLabels{agentsv1.LabelParentUID: string(s.UID)}
+	if r.childrenIndexed {
+		children = client.MatchingFields{childrenField: string(s.UID)}
+	}
+	if err := r.Client.List(ctx, &list, client.InNamespace(s.Namespace), children, client.UnsafeDisableDeepCopy); err != nil {
 		return childList{}, fmt.Errorf("list children: %w", err)
 	}
 	return boundChildren(list.Items, agentsv1.MaxListedChildren), nil

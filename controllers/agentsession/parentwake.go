@@ -23,37 +23,48 @@ type wake int
 const (
 	// wakeNever: nothing the parent's status shows changed.
 	wakeNever wake = iota
-	// wakeLater: only the child's tree figures changed; the parent looks
+	// wakeLater: the child was created, changed phase without ending or
+	// starting again, or only its tree figures changed; the parent looks
 	// within one status interval, on its coalesced schedule.
 	wakeLater
-	// wakeNow: the child was created or deleted or changed phase.
+	// wakeNow: the child was deleted, ended, or started again after its end.
 	wakeNow
 )
 
 // childUpdateWake says when an update of a child from old to new wakes its
-// parent: at once when its phase changed (the parent's own decisions, such
-// as stopping or releasing a shared pod, follow its children's phases),
-// later when only the tree figures the parent sums changed, else never.
+// parent: at once when the child ended or started again after its end (the
+// parent's own decisions, such as stopping or releasing a shared pod, wait
+// for its live children, and only these changes make a child live or not),
+// later when it changed phase otherwise (Pending to Running) or only the
+// tree figures the parent sums changed, else never.
 func childUpdateWake(old, new *agentsv1.AgentSession) wake {
 	switch {
-	case old.Status.Phase != new.Status.Phase:
+	case old.Status.Phase.IsFinal() != new.Status.Phase.IsFinal():
 		return wakeNow
-	case old.Status.TreeTokens != new.Status.TreeTokens || old.Status.TreeCost != new.Status.TreeCost:
+	case old.Status.Phase != new.Status.Phase,
+		old.Status.TreeTokens != new.Status.TreeTokens || old.Status.TreeCost != new.Status.TreeCost:
 		return wakeLater
 	}
 	return wakeNever
 }
 
 // parentWakeHandler enqueues the parent (the controlling AgentSession) of a
-// child session: at once when the child is created or deleted or changes
-// phase, and after interval, at low priority, when only its tree figures
-// changed. The queue keeps the earliest of the waiting wakes, so a parent's
-// busy children wake it at most about once per interval, and the parent's
-// own status write is coalesced on top of that (statuswrites.go).
+// child session: at once when the child is deleted, ends or starts again,
+// and after interval, at low priority, when it is created or changes phase
+// otherwise or only its tree figures changed. The queue keeps the earliest
+// of the waiting wakes, so the children of a wide fan-out wake their parent
+// about once per interval while they start and run (each wake lists the
+// parent's children), and the parent's own status write is coalesced on top
+// of that (statuswrites.go). A child is only ever created live, so its
+// creation changes none of the parent's decisions.
 func parentWakeHandler(interval time.Duration) handler.TypedEventHandler[*agentsv1.AgentSession, reconcile.Request] {
 	return handler.TypedFuncs[*agentsv1.AgentSession, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*agentsv1.AgentSession], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			wakeParent(e.Object, wakeNow, interval, q)
+			w := wakeLater
+			if e.Object != nil && e.Object.Status.Phase.IsFinal() {
+				w = wakeNow // seen first in a final phase (the cache's first list after a restart)
+			}
+			wakeParent(e.Object, w, interval, q)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*agentsv1.AgentSession], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if e.ObjectOld == nil || e.ObjectNew == nil {

@@ -24,8 +24,10 @@ func TestChildUpdateWake(t *testing.T) {
 		mutate func(*agentsv1.AgentSession)
 		want   wake
 	}{
-		{"phase change", func(s *agentsv1.AgentSession) { s.Status.Phase = agentsv1.PhaseSucceeded }, wakeNow},
-		{"first phase", func(s *agentsv1.AgentSession) { s.Status.Phase = "" }, wakeNow},
+		{"ended", func(s *agentsv1.AgentSession) { s.Status.Phase = agentsv1.PhaseSucceeded }, wakeNow},
+		{"failed", func(s *agentsv1.AgentSession) { s.Status.Phase = agentsv1.PhaseFailed }, wakeNow},
+		{"live phase to live phase", func(s *agentsv1.AgentSession) { s.Status.Phase = agentsv1.PhaseAwaitingInput }, wakeLater},
+		{"phase cleared", func(s *agentsv1.AgentSession) { s.Status.Phase = "" }, wakeLater},
 		{"tree tokens", func(s *agentsv1.AgentSession) { s.Status.TreeTokens = 20 }, wakeLater},
 		{"tree cost", func(s *agentsv1.AgentSession) { s.Status.TreeCost = "0.2" }, wakeLater},
 		{"own counters only", func(s *agentsv1.AgentSession) { s.Status.Turns, s.Status.ToolCalls = 2, 3 }, wakeNever},
@@ -41,6 +43,28 @@ func TestChildUpdateWake(t *testing.T) {
 				t.Errorf("childUpdateWake = %d, want %d", got, tc.want)
 			}
 		})
+	}
+	// From one phase to another: at once exactly when the child ends or
+	// starts again after its end (whether it is live is what the parent's
+	// decisions read).
+	phases := []struct {
+		from, to agentsv1.Phase
+		want     wake
+	}{
+		{"", agentsv1.PhasePending, wakeLater},
+		{agentsv1.PhasePending, agentsv1.PhaseProvisioning, wakeLater},
+		{agentsv1.PhaseProvisioning, agentsv1.PhaseRunning, wakeLater},
+		{agentsv1.PhaseRunning, agentsv1.PhaseAwaitingInput, wakeLater},
+		{agentsv1.PhaseRunning, agentsv1.PhaseSucceeded, wakeNow},
+		{agentsv1.PhasePending, agentsv1.PhaseAborted, wakeNow},
+		{agentsv1.PhaseSucceeded, agentsv1.PhaseRunning, wakeNow}, // a follow-up message
+	}
+	for _, tc := range phases {
+		old, new := base.DeepCopy(), base.DeepCopy()
+		old.Status.Phase, new.Status.Phase = tc.from, tc.to
+		if got := childUpdateWake(old, new); got != tc.want {
+			t.Errorf("childUpdateWake(%q -> %q) = %d, want %d", tc.from, tc.to, got, tc.want)
+		}
 	}
 }
 
@@ -94,7 +118,12 @@ func TestParentWakeHandler(t *testing.T) {
 	}{
 		{"created", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			parentWakeHandler(wakeInterval).Create(t.Context(), event.TypedCreateEvent[*agentsv1.AgentSession]{Object: child("", 0, true)}, q)
+		}, []recordedAdd{{req: parentReq, after: wakeInterval, prio: handler.LowPriority}}},
+		{"first seen ended", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			parentWakeHandler(wakeInterval).Create(t.Context(), event.TypedCreateEvent[*agentsv1.AgentSession]{Object: child(agentsv1.PhaseSucceeded, 0, true)}, q)
 		}, []recordedAdd{{req: parentReq}}},
+		{"started running", update(child(agentsv1.PhasePending, 0, true), child(agentsv1.PhaseRunning, 0, true)),
+			[]recordedAdd{{req: parentReq, after: wakeInterval, prio: handler.LowPriority}}},
 		{"deleted", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			parentWakeHandler(wakeInterval).Delete(t.Context(), event.TypedDeleteEvent[*agentsv1.AgentSession]{Object: child(agentsv1.PhaseRunning, 5, true)}, q)
 		}, []recordedAdd{{req: parentReq}}},
