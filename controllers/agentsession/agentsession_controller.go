@@ -766,9 +766,13 @@ func (r *Reconciler) progress(uid types.UID) *runner.Progress {
 	return nil
 }
 
-// recordTransition emits a Kubernetes Event when the phase changed.
+// recordTransition emits a Kubernetes Event when the phase changed, except
+// for a session's first phase, Pending: every session starts there, and its
+// Event said only that the object exists (one API write per session, a
+// thousand for a wide fan-out). A session held back (quota, queue) says why
+// in its conditions.
 func (r *Reconciler) recordTransition(old, s *agentsv1.AgentSession) {
-	if old.Status.Phase == s.Status.Phase {
+	if old.Status.Phase == s.Status.Phase || (old.Status.Phase == "" && s.Status.Phase == agentsv1.PhasePending) {
 		return
 	}
 	kind := corev1.EventTypeNormal

@@ -625,3 +625,32 @@ func TestSteeringReachesTheRunningLoopOnce(t *testing.T) {
 		t.Errorf("the steer message also became an input %d times", n)
 	}
 }
+
+// TestPhaseEventsLeaveOutTheFirstPending: a session's phase changes are
+// Kubernetes Events on the real API server (Provisioning, Running, the end), but not the
+// Pending every session starts in (one write per session that said only that
+// the object exists).
+func TestPhaseEventsLeaveOutTheFirstPending(t *testing.T) {
+	s, _ := succeededSession(t)
+	var reasons []string
+	eventually(t, "the Succeeded event", func() error {
+		var list eventsv1.EventList
+		if err := testClient.List(t.Context(), &list, client.InNamespace(s.Namespace)); err != nil {
+			return err
+		}
+		reasons = reasons[:0]
+		for _, e := range list.Items {
+			if e.Regarding.UID == s.UID && e.Action == "Transition" {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		if !slices.Contains(reasons, string(agentsv1.PhaseSucceeded)) {
+			return fmt.Errorf("transition events %v, no Succeeded yet", reasons)
+		}
+		return nil
+	})
+	// The events are sent in order: once the end's is there, so would be the first one's.
+	if slices.Contains(reasons, string(agentsv1.PhasePending)) || !slices.Contains(reasons, string(agentsv1.PhaseRunning)) {
+		t.Errorf("transition events %v, want Running and Succeeded and no Pending", reasons)
+	}
+}
