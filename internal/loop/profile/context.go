@@ -26,26 +26,51 @@ type git struct {
 	commits   []string
 }
 
-// gitSnapshot runs a few git commands through env; any failure means "not a
-// git repository" or leaves a field empty.
-func gitSnapshot(ctx context.Context, env tool.ExecutionEnvironment, budget time.Duration) git {
-	run := func(cmd string) (string, bool) {
-		res, err := env.ExecCommand(ctx, cmd, tool.ExecOptions{Timeout: budget})
-		if err != nil || res.ExitCode != 0 || res.TimedOut {
-			return "", false
+// snapshotCommands are the git commands of the snapshot, in the order
+// gitSnapshot runs them; the first failing means "not a git repository".
+var snapshotCommands = []string{
+	"git rev-parse --show-toplevel",
+	"git rev-parse --abbrev-ref HEAD",
+	"git status --porcelain",
+	"git log --oneline -n 10",
+}
+
+// snapshotScript runs snapshotCommands in one shell, each followed by a NUL,
+// its exit code and a NUL (git prints no NUL in these outputs: paths, ref
+// names and one-line subjects cannot hold one), and stops after the first if
+// it failed.
+var snapshotScript = func() string {
+	var b strings.Builder
+	for i, c := range snapshotCommands {
+		fmt.Fprintf(&b, "%s; c=$?; printf '\\0%%d\\0' \"$c\"\n", c)
+		if i == 0 {
+			b.WriteString("[ \"$c\" -eq 0 ] || exit 0\n")
 		}
-		return strings.TrimRight(res.Stdout, "\n"), true
 	}
+	return b.String()
+}()
+
+// gitSnapshot takes the git snapshot through env in one command (one
+// process start and one round trip instead of one per git command, on the
+// path of every session's start); any failure means "not a git repository"
+// or leaves a field empty. The commands share budget times their number; a
+// snapshot cut by it keeps what finished.
+func gitSnapshot(ctx context.Context, env tool.ExecutionEnvironment, budget time.Duration) git {
 	var g git
-	root, ok := run("git rev-parse --show-toplevel")
+	res, err := env.ExecCommand(ctx, snapshotScript, tool.ExecOptions{Timeout: budget * time.Duration(len(snapshotCommands))})
+	if err != nil {
+		return g
+	}
+	out := parseSnapshot(res.Stdout)
+	root, ok := out[snapshotCommands[0]]
 	if !ok {
 		return g
 	}
 	g.isRepo, g.root = true, strings.TrimSpace(root)
-	if b, ok := run("git rev-parse --abbrev-ref HEAD"); ok {
+	if b, ok := out[snapshotCommands[1]]; ok {
 		g.branch = strings.TrimSpace(b)
 	}
-	if st, ok := run("git status --porcelain"); ok {
+	if st, ok := out[snapshotCommands[2]]; ok {
 		for _, l := range strings.Split(st, "\n") {
 			switch {
 			case l == "":
@@ -56,10 +81,25 @@ func gitSnapshot(ctx context.Context, env tool.ExecutionEnvironment, budget time
 			}
 		}
 	}
-	if log, ok := run("git log --oneline -n 10"); ok && log != "" {
+	if log, ok := out[snapshotCommands[3]]; ok && log != "" {
 		g.commits = strings.Split(log, "\n")
 	}
 	return g
+}
+
+// parseSnapshot returns the output of each of snapshotCommands that ran to
+// the end and exited 0, without its trailing newlines.
+func parseSnapshot(stdout string) map[string]string {
+	out := map[string]string{}
+	fields := strings.Split(stdout, "\x00")
+	// Each command: its output, its exit code; a last, incomplete pair (cut
+	// by the budget) is left out.
+	for i := 0; i+2 < len(fields) && i/2 < len(snapshotCommands); i += 2 {
+		if fields[i+1] == "0" {
+			out[snapshotCommands[i/2]] = strings.TrimRight(fields[i], "\n")
+		}
+	}
+	return out
 }
 
 func (g git) summary() string {

@@ -218,6 +218,46 @@ func TestPrepareGitRepository(t *testing.T) {
 	}
 }
 
+// countingEnv counts the commands run through the environment it wraps.
+type countingEnv struct {
+	tool.ExecutionEnvironment
+	commands int
+}
+
+func (e *countingEnv) ExecCommand(ctx context.Context, cmd string, o tool.ExecOptions) (*tool.ExecResult, error) {
+	e.commands++
+	return e.ExecutionEnvironment.ExecCommand(ctx, cmd, o)
+}
+
+// TestPrepareTakesTheGitSnapshotInOneCommand: the snapshot on every
+// session's start is one command (one process start and one round trip to
+// the workspace), four before, and still sees branch, status and commits.
+func TestPrepareTakesTheGitSnapshotInOneCommand(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "a.txt"), "a")
+	git(t, root, "init", "-q")
+	git(t, root, "add", ".")
+	git(t, root, "commit", "-q", "-m", "only commit")
+	write(t, filepath.Join(root, "a.txt"), "changed")
+	local, err := localenv.New(root, localenv.WithConfinement(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &countingEnv{ExecutionEnvironment: local}
+	pc, err := profile.OpenAI("gpt-5.2-codex").Prepare(t.Context(), env, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.commands != 1 {
+		t.Errorf("Prepare ran %d commands, want 1", env.commands)
+	}
+	for _, s := range []string{"Is git repository: true", "Status: 1 modified, 0 untracked", "only commit"} {
+		if !strings.Contains(pc.Environment, s) {
+			t.Errorf("environment lacks %q:\n%s", s, pc.Environment)
+		}
+	}
+}
+
 func TestPrepareNoGitAndBudget(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "AGENTS.md"), strings.Repeat("a", 40*1024))
