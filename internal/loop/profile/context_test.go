@@ -23,6 +23,10 @@ func TestParseSnapshot(t *testing.T) {
 		{"cut inside the status", "/w\n\x000\x00main\n\x000\x00?? a\n", map[string]string{top: "/w", branch: "main"}},
 		{"cut inside an exit code", "/w\n\x000\x00main\n\x000", map[string]string{top: "/w"}},
 		{"nothing", "", map[string]string{}},
+		// A workspace's own git (or a hostile one) printing NULs and escape
+		// bytes: fields past the four commands are ignored, nothing panics.
+		{"forged frames", "/w\x000\x00\x1b[2Jmain\x000\x00\x000\x00x\x000\x00extra\x000\x00",
+			map[string]string{top: "/w", branch: "\x1b[2Jmain", status: "", log: "x"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
