@@ -110,27 +110,24 @@ type Claim struct {
 // *Foreign error.
 func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim, error) {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(s.UID)}
-	// A session no instance has driven yet (no owner in its status) has
-	// no Lease as a rule: create it without reading first. One that exists
-	// anyway (an owner not yet written) is read and taken as below.
-	create := s.Status.Owner == ""
+	if s.Status.Owner == "" {
+		// A session no instance has driven yet (no owner in its status) has
+		// no Lease as a rule: create it without reading first. One that
+		// exists anyway (an owner not yet written) is read and taken below.
+		if cl, err := c.create(ctx, s, c.now()); !apierrors.IsAlreadyExists(err) {
+			return cl, err
+		}
+	}
 	for range 5 {
 		now := c.now()
 		l := &coordinationv1.Lease{}
-		var err error = apierrors.NewNotFound(coordinationv1.Resource("leases"), key.Name)
-		if !create {
-			err = c.Reader.Get(ctx, key, l)
-		}
-		create = false
+		err := c.Reader.Get(ctx, key, l)
 		if apierrors.IsNotFound(err) {
-			l = c.newLease(s, now)
-			if err := c.Client.Create(ctx, l); err != nil {
-				if apierrors.IsAlreadyExists(err) {
-					continue
-				}
-				return nil, fmt.Errorf("create claim: %w", err)
+			cl, err := c.create(ctx, s, now)
+			if apierrors.IsAlreadyExists(err) {
+				continue
 			}
-			return &Claim{c: c, lease: l, Fence: ptr.Deref(l.Spec.LeaseTransitions, 0)}, nil
+			return cl, err
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read claim: %w", err)
@@ -158,6 +155,16 @@ func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim,
 		return &Claim{c: c, lease: l, Fence: ptr.Deref(l.Spec.LeaseTransitions, 0)}, nil
 	}
 	return nil, errors.New("claim: the Lease kept changing; try again")
+}
+
+// create creates the session's Lease, held by this instance from now. Its
+// error is an AlreadyExists one when the Lease exists.
+func (c *Claims) create(ctx context.Context, s *agentsv1.AgentSession, now time.Time) (*Claim, error) {
+	l := c.newLease(s, now)
+	if err := c.Client.Create(ctx, l); err != nil {
+		return nil, fmt.Errorf("create claim: %w", err)
+	}
+	return &Claim{c: c, lease: l, Fence: ptr.Deref(l.Spec.LeaseTransitions, 0)}, nil
 }
 
 // Holding returns the instance holding a live claim on the session with uid
