@@ -61,6 +61,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 2
 		}
 		err = copyTo(args[1])
+	case "best-effort":
+		bestEffort(args[1:], stderr)
+		return 0
 	case "version":
 		fmt.Fprintf(stdout, "executor-sidecar %s (protocol %d, %s, %s/%s)\n", version, executor.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	case "-h", "--help", "help":
@@ -82,6 +85,7 @@ func usage(w io.Writer) {
   executor-sidecar serve --root DIR [--env-policy core|all|none] [--max-frame BYTES] [--owner-dir DIR]
   executor-sidecar idle
   executor-sidecar copy-to DIR
+  executor-sidecar best-effort [--timeout DURATION] -- COMMAND [ARG...]
   executor-sidecar version
 `)
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/changes"
 	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/runner"
 )
@@ -188,6 +189,12 @@ func buildPod(s *agentsv1.AgentSession, img Images) *corev1.Pod {
 				Image:           image,
 				ImagePullPolicy: img.PullPolicy,
 				Command:         []string{sidecarBinary, "idle"},
+				// The change baseline is recorded before the pod is Ready, so
+				// not on the path of a session's start (a warm-pool pod's long
+				// before its claim); the hook never fails the container.
+				Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
+					Exec: &corev1.ExecAction{Command: changes.PodStartCommand(sidecarBinary, workspaceDir)},
+				}},
 				WorkingDir:      workspaceDir,
 				Env:             env,
 				VolumeMounts:    mounts,

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/changes"
 )
 
 var testImages = Images{Workspace: "ws:dev", Executor: "exec:dev", PullPolicy: corev1.PullIfNotPresent}
@@ -41,6 +42,13 @@ func TestBuildPod(t *testing.T) {
 			}
 			if !*pod.Spec.SecurityContext.RunAsNonRoot || *pod.Spec.SecurityContext.RunAsUser != 65532 {
 				t.Errorf("pod security context = %+v", pod.Spec.SecurityContext)
+			}
+		}},
+		{"the change baseline is recorded at the pod's start", nil, func(t *testing.T, pod *corev1.Pod) {
+			h := pod.Spec.Containers[0].Lifecycle
+			if h == nil || h.PostStart == nil || h.PostStart.Exec == nil ||
+				!slices.Equal(h.PostStart.Exec.Command, changes.PodStartCommand("/agent/bin/executor-sidecar", "/workspace")) {
+				t.Errorf("workspace container lifecycle %+v: want the baseline in a postStart hook", h)
 			}
 		}},
 		{"image and resources from the spec", func(s *agentsv1.AgentSession) {

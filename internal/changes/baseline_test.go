@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -145,6 +146,9 @@ func TestBaselineIsOneRoundTrip(t *testing.T) {
 		name  string
 		git   bool
 		again bool // count the second call, after a first one recorded the baseline
+		// podStart runs the workspace container's postStart hook first
+		// (PodStartCommand), as the kubelet does before the pod is Ready.
+		podStart bool
 		// gits is how many git processes the script runs: on a fresh
 		// workspace, none asks for a baseline that cannot exist yet, and
 		// the commit starts no "git maintenance".
@@ -154,15 +158,21 @@ func TestBaselineIsOneRoundTrip(t *testing.T) {
 		{name: "git workspace with a checked-out commit", git: true, gits: 3},
 		{name: "baseline already recorded, non-git", again: true, gits: 1},
 		{name: "baseline already recorded, git", git: true, again: true, gits: 1},
+		{name: "recorded at the pod's start, non-git", podStart: true, gits: 1},
+		{name: "recorded at the pod's start, git", git: true, podStart: true, gits: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			env, err := localenv.New(baselineWorkspace(t, tc.git))
+			ws := baselineWorkspace(t, tc.git)
+			env, err := localenv.New(ws)
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec := &changes.Recorder{}
 			s := baselineSession("rt")
+			if tc.podStart {
+				runPodStart(t, ws)
+			}
 			if tc.again {
 				if err := rec.Baseline(t.Context(), env, s); err != nil {
 					t.Fatalf("first Baseline: %v", err)
@@ -306,5 +316,48 @@ func TestBaselineFailures(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// runPodStart runs the workspace container's postStart hook in ws the way
+// the kubelet does (its command, with the executor binary left out: its
+// best-effort mode is tested with the binary) and fails the test if the
+// script fails.
+func runPodStart(t *testing.T, ws string) {
+	t.Helper()
+	argv := changes.PodStartCommand("/agent/bin/executor-sidecar", ws)
+	i := slices.Index(argv, "--")
+	if argv[0] != "/agent/bin/executor-sidecar" || argv[1] != "best-effort" || i < 0 {
+		t.Fatalf("PodStartCommand = %q, want the executor's best-effort mode", argv)
+	}
+	cmd := exec.Command(argv[i+1], argv[i+2:]...)
+	cmd.Dir = "/" // the script goes to the workspace itself
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the postStart script: %v: %s", err, out)
+	}
+}
+
+// The baseline recorded at the pod's start is the workspace as it was
+// then, in a commit by the operator, and the session's Baseline keeps it.
+func TestPodStartRecordsTheBaseline(t *testing.T) {
+	ws := baselineWorkspace(t, false)
+	runPodStart(t, ws)
+	if err := os.WriteFile(filepath.Join(ws, "later.txt"), []byte("after the pod's start\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env, err := localenv.New(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&changes.Recorder{}).Baseline(t.Context(), env, baselineSession("pod-start")); err != nil {
+		t.Fatal(err)
+	}
+	const dir = "--git-dir=.agent-operator/git"
+	if who := gitCmd(t, ws, dir, "log", "-1", "--format=%an <%ae>|%s", "refs/agent-operator/base"); who != "agent-operator <agent-operator@localhost>|agent-operator: workspace at its pod's start\n" {
+		t.Errorf("base commit %q, want the operator's commit of the pod's start", who)
+	}
+	if files := gitCmd(t, ws, dir, "ls-tree", "-r", "--name-only", "refs/agent-operator/base"); strings.Contains(files, "later.txt") || !strings.Contains(files, "dir/b.txt") {
+		t.Errorf("base commit holds %q: want the workspace at the pod's start", files)
 	}
 }

@@ -3,6 +3,7 @@ package changes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path"
 	"strings"
 	"time"
@@ -91,13 +92,7 @@ func (r *repo) sh(ctx context.Context, line string, env map[string]string) (stri
 // environment plus env, in one round trip; name names it in errors. A
 // non-zero exit is a result, not an error.
 func (r *repo) exec(ctx context.Context, name, line string, env map[string]string) (*tool.ExecResult, error) {
-	// Neither the system's nor $HOME's git configuration applies (HOME is
-	// /workspace in the pod: the agent writes it).
-	e := map[string]string{"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-	for k, v := range env {
-		e[k] = v
-	}
-	res, err := r.env.ExecCommand(ctx, line, tool.ExecOptions{Timeout: gitTimeout, WorkingDir: r.env.WorkingDirectory(), Env: e})
+	res, err := r.env.ExecCommand(ctx, line, tool.ExecOptions{Timeout: gitTimeout, WorkingDir: r.env.WorkingDirectory(), Env: gitEnv(env)})
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", name, err)
 	}
@@ -105,6 +100,15 @@ func (r *repo) exec(ctx context.Context, name, line string, env map[string]strin
 		return nil, fmt.Errorf("run %s: timed out after %s", name, gitTimeout)
 	}
 	return res, nil
+}
+
+// gitEnv is the environment of the operator's git commands, with env on
+// top. Neither the system's nor $HOME's git configuration applies (HOME is
+// /workspace in the pod: the agent writes it).
+func gitEnv(env map[string]string) map[string]string {
+	e := map[string]string{"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+	maps.Copy(e, env)
+	return e
 }
 
 // git runs one git command.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -113,7 +114,7 @@ func Branch(s *agentsv1.AgentSession) string {
 // workspace (see baselineScript), not one per git command.
 func (rc *Recorder) Baseline(ctx context.Context, env tool.ExecutionEnvironment, s *agentsv1.AgentSession) error {
 	r := &repo{env: env}
-	res, err := r.exec(ctx, "the baseline script", baselineScript(s.Name), operatorIdentity())
+	res, err := r.exec(ctx, "the baseline script", baselineScript("agent-operator: workspace of "+s.Name+" at start"), operatorIdentity())
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
@@ -149,9 +150,8 @@ func (rc *Recorder) Baseline(ctx context.Context, env tool.ExecutionEnvironment,
 // workspace; then point baseRef at HEAD and print "base <commit>". A failed
 // step prints "fail <step> <exit code>" with the step's stderr on stderr
 // (the stderr of steps that succeed is dropped).
-func baselineScript(session string) string {
+func baselineScript(msg string) string {
 	git, private := (&repo{}).command(), (&repo{private: true}).command()
-	msg := "agent-operator: workspace of " + session + " at start"
 	return `if [ -e .git ]; then private=; g() { ` + git + ` "$@"; }
 else private=1; g() { ` + private + ` "$@"; }
 fi
@@ -178,6 +178,31 @@ if [ "$_code" -ne 0 ]; then printf 'fail rev-parse %d\n' "$_code"; exit "$_code"
 step update-ref g update-ref ` + quote(baseRef) + ` "$head"
 printf 'base %s\n' "$head"
 `
+}
+
+// PodStartCommand is the workspace container's postStart hook (issue 24).
+// It records the baseline when the pod starts. The kubelet reports the
+// container Running, and so the pod Ready, only after the hook, so nothing
+// uses the pod before: a warm-pool pod is recorded long before a session
+// claims it. That session's own Baseline then finds the ref ("kept", one git
+// process) instead of committing the workspace on the path of its start.
+// sidecar is the executor binary's path in the pod (present in every
+// workspace image, unlike sh or git), dir the workspace root. The executor's
+// best-effort mode bounds the script by the git timeout and exits 0
+// whatever happens, because a failing postStart hook kills its container:
+// an image without sh or git, or a failed step, leaves the baseline to the
+// session, as before. The commit cannot name the session: a pool pod's spec
+// must equal a session's.
+func PodStartCommand(sidecar, dir string) []string {
+	var b strings.Builder
+	env := gitEnv(operatorIdentity())
+	b.WriteString("export")
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		b.WriteString(" " + k + "=" + quote(env[k]))
+	}
+	b.WriteString("\ncd " + quote(dir) + " || exit 0\n")
+	b.WriteString(baselineScript("agent-operator: workspace at its pod's start"))
+	return []string{sidecar, "best-effort", "--timeout", gitTimeout.String(), "--", "/bin/sh", "-c", b.String()}
 }
 
 // operatorIdentity is the committer of the operator's commits.
