@@ -339,13 +339,16 @@ func runPodStart(t *testing.T, ws string) {
 }
 
 // The baseline recorded at the pod's start is the workspace as it was
-// then, in a commit by the operator, and the session's Baseline keeps it.
+// then, in a commit by the operator; the hook run again (the container
+// restarted, or a new pod on the same PVC, after the agent worked) and the
+// session's Baseline both keep it, so the work stays in the change.
 func TestPodStartRecordsTheBaseline(t *testing.T) {
 	ws := baselineWorkspace(t, false)
 	runPodStart(t, ws)
 	if err := os.WriteFile(filepath.Join(ws, "later.txt"), []byte("after the pod's start\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	runPodStart(t, ws) // a restart
 	env, err := localenv.New(ws)
 	if err != nil {
 		t.Fatal(err)
