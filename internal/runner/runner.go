@@ -133,6 +133,7 @@ type Runner struct {
 	children *childWatch // nil without Options.Client
 
 	restores chan struct{} // one token per restore in progress
+	early    chan struct{} // one token per client configuration read ahead (start.go)
 
 	// budgets is the spend of the session trees this runner drives.
 	budgets *budget.Ledger
@@ -181,6 +182,7 @@ func New(opts Options) (*Runner, error) {
 	}
 	r := &Runner{opts: opts, sessions: map[types.UID]*session{}, pods: map[types.NamespacedName]int{},
 		restores: make(chan struct{}, opts.MaxConcurrentRestores), budgets: budget.New(),
+		early:   make(chan struct{}, opts.MaxConcurrentRestores),
 		scripts: newScriptCache(DefaultScriptCacheSize)}
 	if opts.Client != nil {
 		w, err := newChildWatch(context.Background(), opts.Informers)

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -19,6 +20,14 @@ import (
 
 // apiClient starts a real API server for the test and returns a client of it.
 func apiClient(t *testing.T) client.Client {
+	t.Helper()
+	api, _ := apiServer(t)
+	return api
+}
+
+// apiServer starts a real API server for the test and returns a client of
+// it and its address and credentials.
+func apiServer(t *testing.T) (client.Client, *rest.Config) {
 	t.Helper()
 	env, cfg, err := testenv.Start(filepath.Join("..", "..", "config", "crd", "bases"))
 	if err != nil {
@@ -29,7 +38,7 @@ func apiClient(t *testing.T) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return api
+	return api, cfg
 }
 
 // fullReads counts the reads of whole ConfigMaps through a real client.

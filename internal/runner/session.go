@@ -84,6 +84,9 @@ type session struct {
 	// claim is held, or aheadErr why it could not be built (start.go).
 	ahead    tool.ExecutionEnvironment
 	aheadErr error
+	// config is the client configuration read while the claim is taken,
+	// nil when it was not read ahead (start.go).
+	config *configRead
 }
 
 func newSession(r *Runner, obj *agentsv1.AgentSession, pod string) *session {
@@ -214,6 +217,7 @@ func (s *session) notify(urgent bool) {
 // run is the goroutine of the session.
 func (s *session) run() {
 	s.pickup = time.Now()
+	s.readConfigAhead() // beside the claim (start.go)
 	defer func() {
 		s.mu.Lock()
 		s.prog.Done = true
@@ -300,7 +304,7 @@ func (s *session) claim() (*claim.Claim, bool) {
 
 // build creates the LLM client, environment, profile, journal and loop.
 func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop.Event, error) {
-	cc, err := clientConfig(ctx, s.r.opts.Reader, s.r.scripts, s.obj)
+	cc, err := s.clientConfig(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -55,6 +55,50 @@ func (f *firstTool) see(s *session, ev loop.Event) {
 	}
 }
 
+// configRead is the session's client configuration (its API key Secret,
+// its script) being read while the runner takes the session's claim.
+type configRead struct {
+	done chan struct{}
+	cc   ClientConfig
+	err  error
+}
+
+// readConfigAhead starts reading the session's client configuration, so
+// that the read overlaps the claim's write instead of following it (a warm
+// start's first API read, issue 24). Only as many runners as there are
+// restore slots read ahead at once; a burst of starts (a wide fan-out) reads
+// the rest in build, as before, so it sends the API server no more
+// requests at once than it did. Nothing read is used before the claim is
+// held: a runner that does not get the claim drops it.
+func (s *session) readConfigAhead() {
+	select {
+	case s.r.early <- struct{}{}:
+	default:
+		return
+	}
+	c := &configRead{done: make(chan struct{})}
+	s.config = c
+	go func() {
+		defer close(c.done)
+		defer func() { <-s.r.early }() // before done: the slot is free once the read is
+		c.cc, c.err = clientConfig(s.ctx, s.r.opts.Reader, s.r.scripts, s.obj)
+	}()
+}
+
+// clientConfig returns what readConfigAhead read, or reads it now.
+func (s *session) clientConfig(ctx context.Context) (ClientConfig, error) {
+	c := s.config
+	if c == nil {
+		return clientConfig(ctx, s.r.opts.Reader, s.r.scripts, s.obj)
+	}
+	select {
+	case <-c.done:
+		return c.cc, c.err
+	case <-ctx.Done():
+		return ClientConfig{}, fmt.Errorf("read the client configuration: %w", ctx.Err())
+	}
+}
+
 // opener is implemented by environments that can open their connection
 // ahead of their first call (k8senv.Env opens the pod's exec stream).
 type opener interface {

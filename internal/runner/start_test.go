@@ -10,10 +10,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/events/eventstest"
 	"github.com/agent-operator/agent-operator/internal/executor"
@@ -210,5 +214,127 @@ func TestOpeningEnvKeepsOptionalInterfaces(t *testing.T) {
 	}
 	if err := tool.WriteFileIf(t.Context(), env, "new.txt", []byte("x"), ""); err != nil {
 		t.Errorf("WriteFileIf = %v", err)
+	}
+}
+
+// configReads closes started at the first read through it of the session's
+// script ConfigMap (its metadata or the whole object).
+type configReads struct {
+	client.Reader
+	once    sync.Once
+	started chan struct{}
+}
+
+func (r *configReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.once.Do(func() { close(r.started) })
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// leaseGate writes a Lease only once open is closed, and fails it after
+// 10 s.
+type leaseGate struct {
+	client.Client
+	open <-chan struct{}
+}
+
+func (c *leaseGate) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if _, ok := obj.(*coordinationv1.Lease); ok {
+		select {
+		case <-c.open:
+		case <-time.After(10 * time.Second):
+			return errors.New("the claim was written before the client configuration was read")
+		}
+	}
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+// TestClientConfigIsReadWhileTheClaimIsTaken runs a session whose claim
+// (a Lease on a real API server) can be written only once the session's
+// script ConfigMap is being read: the runner reads its client
+// configuration beside the claim, not after it (issue 24, a warm start's
+// first API read). The session then runs as always.
+func TestClientConfigIsReadWhileTheClaimIsTaken(t *testing.T) {
+	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
+	api := apiClient(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ahead"},
+		Data: map[string]string{"script.yaml": "turns:\n- text: done\n"}}
+	if err := api.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	reads := &configReads{Reader: api, started: make(chan struct{})}
+	leases := &leaseGate{Client: api, open: reads.started}
+	r, obj := startScriptSession(t, Options{Reader: reads, Journals: pub,
+		Claims: &claim.Claims{Client: leases, Reader: api, Me: claim.Holder{Install: "ahead/agent-operator", Pod: "ahead-0"}}},
+		cm.Name, "uid-ahead")
+	end := waitProgress(t, r, obj.UID, "the session ended", func(p Progress) bool { return p.Done })
+	if end.Phase != agentsv1.PhaseSucceeded || end.ClaimError != "" {
+		t.Fatalf("phase %s (%s), claim error %q; want Succeeded", end.Phase, end.Error, end.ClaimError)
+	}
+}
+
+// startScriptSession starts a Runner with opts (scripted clients and local
+// workspaces added) and a session of the script in ConfigMap cm.
+func startScriptSession(t *testing.T, opts Options, cm string, uid types.UID) (*Runner, *agentsv1.AgentSession) {
+	t.Helper()
+	opts.Clients = func(_ context.Context, cc ClientConfig) (loop.Client, error) {
+		return scripted.New(cc.Script, "demo"), nil
+	}
+	opts.Envs = func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
+		return newOpenableEnv(t, nil), nil
+	}
+	opts.NotifyInterval, opts.Log = 10*time.Millisecond, logr.Discard()
+	r, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shutdownAtCleanup(t, r)
+	obj := scriptedSession(cm, "")
+	obj.UID, obj.Spec.Prompt = uid, "say done"
+	if err := r.Ensure(obj, "pod"); err != nil {
+		t.Fatal(err)
+	}
+	return r, obj
+}
+
+// TestConfigReadsAheadAreBounded: a runner reads its client configuration
+// ahead only while fewer than MaxConcurrentRestores reads ahead run, so a
+// burst of starts sends the API server no more reads at once than before;
+// the others read in build and get the same configuration. A read ahead
+// gives its slot back when it is done.
+func TestConfigReadsAheadAreBounded(t *testing.T) {
+	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
+	r, err := New(Options{MaxConcurrentRestores: 2, Reader: noObjects{}, Journals: pub, Log: logr.Discard(),
+		Clients: func(context.Context, ClientConfig) (loop.Client, error) { return nil, errors.New("not used") },
+		Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
+			return nil, errors.New("not used")
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "bounded"},
+		Spec: agentsv1.AgentSessionSpec{Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"}}}
+	r.early <- struct{}{} // two reads ahead running
+	r.early <- struct{}{}
+	for _, st := range []struct {
+		name      string
+		wantAhead bool
+	}{
+		{"both slots taken", false},
+		{"a slot free", true},
+	} {
+		s := newSession(r, obj, "pod")
+		t.Cleanup(s.cancel)
+		s.readConfigAhead()
+		if ahead := s.config != nil; ahead != st.wantAhead {
+			t.Errorf("%s: read ahead %t, want %t", st.name, ahead, st.wantAhead)
+		}
+		cc, err := s.clientConfig(t.Context())
+		if err != nil || cc.Provider != string(agentsv1.ProviderScripted) || cc.Model != "demo" {
+			t.Errorf("%s: configuration %+v, %v; want the session's", st.name, cc, err)
+		}
+		<-r.early // one of the running reads ends
+	}
+	if n := len(r.early); n != 0 {
+		t.Errorf("%d slots still taken after every read ended, want 0", n)
 	}
 }
