@@ -83,7 +83,7 @@ func mcpHeadersOptIn(sec *corev1.Secret, serverURL string) error {
 // its tools then join at the start of the next turn. closeAll ends every
 // connection and every retry.
 func (s *session) connectMCP(ctx context.Context) (sources []*mcpSource, warnings []string, closeAll func(), err error) {
-	servers, err := mcpServers(ctx, s.r.opts.Reader, s.obj, s.env)
+	servers, err := mcpServers(ctx, s.reader(), s.obj, s.env)
 	if err != nil || len(servers) == 0 {
 		return nil, nil, func() {}, err
 	}

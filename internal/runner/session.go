@@ -217,7 +217,9 @@ func (s *session) notify(urgent bool) {
 // run is the goroutine of the session.
 func (s *session) run() {
 	s.pickup = time.Now()
-	s.readConfigAhead() // beside the claim (start.go)
+	aheadCtx, stopAhead := context.WithCancel(s.ctx)
+	defer stopAhead()
+	s.readConfigAhead(aheadCtx) // beside the claim (start.go)
 	defer func() {
 		s.mu.Lock()
 		s.prog.Done = true
@@ -340,7 +342,7 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 		return nil, nil, nil, fmt.Errorf("%w (status recorded %d events): the session cannot be resumed",
 			ErrJournalLost, s.obj.Status.LastEventSequence)
 	}
-	cfg, err := sessionLoopConfig(ctx, s.r.opts.Reader, s.obj) // skills from spec.skills' ConfigMaps
+	cfg, err := sessionLoopConfig(ctx, s.reader(), s.obj) // skills from spec.skills' ConfigMaps
 	if err != nil {
 		return nil, nil, nil, err
 	}

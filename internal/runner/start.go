@@ -69,8 +69,11 @@ type configRead struct {
 // restore slots read ahead at once; a burst of starts (a wide fan-out) reads
 // the rest in build, as before, so it sends the API server no more
 // requests at once than it did. Nothing read is used before the claim is
-// held: a runner that does not get the claim drops it.
-func (s *session) readConfigAhead() {
+// held: a runner that does not get the claim drops it. The read ends with
+// ctx, which the runner cancels when it ends: a runner that did not get the
+// claim must not go on reading (an API server that does not answer is read
+// again until it does, see steadyReader).
+func (s *session) readConfigAhead(ctx context.Context) {
 	select {
 	case s.r.early <- struct{}{}:
 	default:
@@ -81,7 +84,7 @@ func (s *session) readConfigAhead() {
 	go func() {
 		defer close(c.done)
 		defer func() { <-s.r.early }() // before done: the slot is free once the read is
-		c.cc, c.err = clientConfig(s.ctx, s.r.opts.Reader, s.r.scripts, s.obj)
+		c.cc, c.err = clientConfig(ctx, s.reader(), s.r.scripts, s.obj)
 	}()
 }
 
@@ -89,7 +92,7 @@ func (s *session) readConfigAhead() {
 func (s *session) clientConfig(ctx context.Context) (ClientConfig, error) {
 	c := s.config
 	if c == nil {
-		return clientConfig(ctx, s.r.opts.Reader, s.r.scripts, s.obj)
+		return clientConfig(ctx, s.reader(), s.r.scripts, s.obj)
 	}
 	select {
 	case <-c.done:

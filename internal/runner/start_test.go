@@ -324,7 +324,7 @@ func TestConfigReadsAheadAreBounded(t *testing.T) {
 	} {
 		s := newSession(r, obj, "pod")
 		t.Cleanup(s.cancel)
-		s.readConfigAhead()
+		s.readConfigAhead(t.Context())
 		if ahead := s.config != nil; ahead != st.wantAhead {
 			t.Errorf("%s: read ahead %t, want %t", st.name, ahead, st.wantAhead)
 		}
