@@ -99,6 +99,8 @@ chart: $(HELM) ## helm lint the chart and render it with embedded and with exter
 	$(HELM) template agent-operator charts/agent-operator >/dev/null
 	$(HELM) template agent-operator charts/agent-operator --set nats.mode=external \
 		--set nats.external.url=nats://nats.example:4222 --set replicaCount=2 >/dev/null
+	$(HELM) template agent-operator charts/agent-operator \
+		--api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy >/dev/null
 	@echo "chart: lint and template ok"
 
 .PHONY: unit

@@ -66,7 +66,7 @@ var _ = Describe("tenancy", Ordered, ContinueOnFailure, Label("security", "tenan
 		}
 	})
 
-	It("rejects a parentRef, depth or shared-workspace annotation from a tenant at admission", func(ctx SpecContext) {
+	It("rejects a parentRef, depth or shared-workspace annotation from a tenant at admission, and sets the finalizer of its own class only", func(ctx SpecContext) {
 		victim := scriptedSession(ctx, tenantNS, "victim", helloScript)
 		Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(victim), victim)).To(Succeed())
 
@@ -74,6 +74,9 @@ var _ = Describe("tenancy", Ordered, ContinueOnFailure, Label("security", "tenan
 		plain := tenantSession(tenantNS, "tenant-plain", victim.Spec.Model.ScriptConfigMapRef.Name)
 		Expect(tenant.Create(ctx, plain)).To(Succeed(), "the tenant may create a top-level session")
 		deleteSessionAtCleanup(tenantNS, plain.Name)
+		// The API server sets the finalizer of the install's sessions as they are created (its
+		// MutatingAdmissionPolicy), so the controller makes no write for it on a start's path.
+		Expect(plain.Finalizers).To(ContainElement(agentsv1.Finalizer), "the create's response carries the finalizer")
 
 		cases := []struct {
 			name, message string
@@ -111,6 +114,7 @@ var _ = Describe("tenancy", Ordered, ContinueOnFailure, Label("security", "tenan
 		stray.Annotations = map[string]string{agentsv1.AnnotationSharedWorkspace: victim.Name}
 		Expect(tenant.Create(ctx, stray)).To(Succeed(), "no install serves class ao-nobody, so no policy covers it")
 		deleteSessionAtCleanup(tenantNS, stray.Name)
+		Expect(stray.Finalizers).To(BeEmpty(), "a session of a class no install serves got a finalizer nobody removes")
 		moved := stray.DeepCopy()
 		moved.Labels[agentsv1.LabelClass] = framework.SessionClass
 		err := tenant.Patch(ctx, moved, client.MergeFrom(stray))

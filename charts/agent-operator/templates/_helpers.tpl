@@ -30,3 +30,30 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
+
+{{/*
+The sessions this install serves, as admission match constraints: its class label and, when
+set, its namespaces (watchNamespaces, else rbac.sessionNamespaces).
+*/}}
+{{- define "agent-operator.sessionSelectors" -}}
+{{- $namespaces := .Values.watchNamespaces | default .Values.rbac.sessionNamespaces -}}
+objectSelector:
+  {{- if .Values.sessionClass }}
+  matchLabels:
+    agent-operator.dev/class: {{ .Values.sessionClass | quote }}
+  {{- else }}
+  matchExpressions:
+  - key: agent-operator.dev/class
+    operator: DoesNotExist
+  {{- end }}
+{{- with $namespaces }}
+namespaceSelector:
+  matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: In
+    values:
+    {{- range . }}
+    - {{ . | quote }}
+    {{- end }}
+{{- end }}
+{{- end }}
