@@ -86,16 +86,19 @@ func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, s *agentsv1.AgentS
 	if len(unresolved) > 0 {
 		log.Info("Some allowed egress hosts resolve to no address and stay blocked", "hosts", unresolved)
 	}
-	got := &networkingv1.NetworkPolicy{}
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
-	switch {
-	case apierrors.IsNotFound(err):
-		log.Info("Creating workspace network policy", "networkPolicy", klog.KObj(want))
-		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create network policy: %w", err)
-		}
+	// A new session's policy does not exist yet: create it, one request on
+	// every start's path (NetworkPolicies are not cached, so reading first
+	// was a second one). Only a policy that exists is read and compared.
+	err := r.Client.Create(ctx, want)
+	if err == nil {
+		log.Info("Created workspace network policy", "networkPolicy", klog.KObj(want))
 		return nil
-	case err != nil:
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create network policy: %w", err)
+	}
+	got := &networkingv1.NetworkPolicy{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
 		return fmt.Errorf("get network policy: %w", err)
 	}
 	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != s.UID {

@@ -3,6 +3,8 @@ package agentsession
 import (
 	"context"
 	"errors"
+	"maps"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -14,8 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/testenv"
 )
 
 func TestEgressTargets(t *testing.T) {
@@ -165,4 +170,73 @@ func apiAddrs(t *testing.T) []netip.Addr {
 		t.Fatal(err)
 	}
 	return addrs
+}
+
+// TestNetworkPolicyOfANewSessionIsOneRequest: on a real API server, a new
+// session's NetworkPolicy is one request (a create) on its start's path,
+// where reading it first (NetworkPolicies are not cached) made two. A policy
+// that exists is read, and written only when it differs from the session's;
+// one of that name that the session does not control is refused.
+func TestNetworkPolicyOfANewSessionIsOneRequest(t *testing.T) {
+	ns := newNamespace(t)
+	counted, log := testenv.CountRequests(testCfg, "/networkpolicies")
+	c, err := client.New(counted, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: c, Scheme: scheme.Scheme}
+	// Never created, so the suite's manager leaves it alone; the policy is
+	// owned by its UID.
+	s := validSession(ns)
+	s.UID = types.UID("uid-one-request")
+	key := types.NamespacedName{Namespace: ns, Name: networkPolicyName(s)}
+	steps := []struct {
+		name   string
+		before func(t *testing.T)
+		want   map[string]int
+		err    bool
+	}{
+		{"a new session", nil, map[string]int{http.MethodPost: 1}, false},
+		{"its policy exists as it should", nil, map[string]int{http.MethodPost: 1, http.MethodGet: 1}, false},
+		{"its policy was changed", func(t *testing.T) {
+			np := &networkingv1.NetworkPolicy{}
+			if err := testClient.Get(t.Context(), key, np); err != nil {
+				t.Fatal(err)
+			}
+			np.Spec.Egress = nil
+			if err := testClient.Update(t.Context(), np); err != nil {
+				t.Fatal(err)
+			}
+		}, map[string]int{http.MethodPost: 1, http.MethodGet: 1, http.MethodPut: 1}, false},
+		{"a policy of its name that another owns", func(t *testing.T) {
+			np := &networkingv1.NetworkPolicy{}
+			if err := testClient.Get(t.Context(), key, np); err != nil {
+				t.Fatal(err)
+			}
+			np.OwnerReferences = nil
+			if err := testClient.Update(t.Context(), np); err != nil {
+				t.Fatal(err)
+			}
+		}, map[string]int{http.MethodPost: 1, http.MethodGet: 1}, true},
+	}
+	for _, st := range steps {
+		if st.before != nil {
+			st.before(t)
+		}
+		log.Take()
+		err := r.ensureNetworkPolicy(t.Context(), s)
+		if (err != nil) != st.err {
+			t.Errorf("%s: error %v, want error %t", st.name, err, st.err)
+		}
+		if got := log.Take(); !maps.Equal(got, st.want) {
+			t.Errorf("%s: requests %v, want %v", st.name, got, st.want)
+		}
+		np := &networkingv1.NetworkPolicy{}
+		if err := testClient.Get(t.Context(), key, np); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if !st.err && len(np.Spec.Egress) == 0 {
+			t.Errorf("%s: the policy allows no DNS: %+v", st.name, np.Spec)
+		}
+	}
 }

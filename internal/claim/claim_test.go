@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/http"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -313,28 +311,6 @@ func TestShardedClaimsHoldAgainstOtherReplicasOfTheInstall(t *testing.T) {
 	}
 }
 
-// requestLog counts the API requests that pass through it, by method.
-type requestLog struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	n    map[string]int
-}
-
-func (l *requestLog) RoundTrip(req *http.Request) (*http.Response, error) {
-	l.mu.Lock()
-	l.n[req.Method]++
-	l.mu.Unlock()
-	return l.next.RoundTrip(req)
-}
-
-func (l *requestLog) take() map[string]int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := l.n
-	l.n = map[string]int{}
-	return n
-}
-
 // The first claim of a session no instance has driven (no status.owner) is
 // one request, a create, where it was a read that found nothing and then the
 // create. A session whose Lease exists although its status names no owner
@@ -350,9 +326,7 @@ func TestFirstClaimIsOneRequest(t *testing.T) {
 	if err := errors.Join(agentsv1.AddToScheme(scheme), coordinationv1.AddToScheme(scheme)); err != nil {
 		t.Fatal(err)
 	}
-	log := &requestLog{n: map[string]int{}}
-	counted := rest.CopyConfig(cfg)
-	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
+	counted, log := testenv.CountRequests(cfg, "")
 	c, err := client.New(counted, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -361,12 +335,12 @@ func TestFirstClaimIsOneRequest(t *testing.T) {
 	claims := &Claims{Client: c, Reader: c, Me: me, Duration: 15 * time.Second}
 
 	s := sessionNamed(t, c, "first-claim")
-	log.take()
+	log.Take()
 	first, err := claims.Acquire(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := log.take(); !maps.Equal(got, map[string]int{http.MethodPost: 1}) {
+	if got := log.Take(); !maps.Equal(got, map[string]int{http.MethodPost: 1}) {
 		t.Errorf("first claim of a session never driven: requests %v, want one POST", got)
 	}
 	if err := first.Release(t.Context()); err != nil {
@@ -375,7 +349,7 @@ func TestFirstClaimIsOneRequest(t *testing.T) {
 
 	// Its driver released it (or crashed) before status named it: the
 	// create finds the Lease, which is read and taken with a new epoch.
-	log.take()
+	log.Take()
 	again, err := claims.Acquire(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +357,7 @@ func TestFirstClaimIsOneRequest(t *testing.T) {
 	if again.Fence != first.Fence+1 {
 		t.Errorf("claim of an existing Lease without an owner in status: fence %d, want %d", again.Fence, first.Fence+1)
 	}
-	if got := log.take(); !maps.Equal(got, map[string]int{http.MethodPost: 1, http.MethodGet: 1, http.MethodPut: 1}) {
+	if got := log.Take(); !maps.Equal(got, map[string]int{http.MethodPost: 1, http.MethodGet: 1, http.MethodPut: 1}) {
 		t.Errorf("claim of an existing Lease without an owner in status: requests %v, want POST (exists), GET, PUT", got)
 	}
 	if err := again.Release(t.Context()); err != nil {
@@ -392,12 +366,12 @@ func TestFirstClaimIsOneRequest(t *testing.T) {
 
 	// Status names its last driver: read first, no create.
 	s.Status.Owner = me.String()
-	log.take()
+	log.Take()
 	third, err := claims.Acquire(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := log.take(); !maps.Equal(got, map[string]int{http.MethodGet: 1, http.MethodPut: 1}) || third.Fence != again.Fence+1 {
+	if got := log.Take(); !maps.Equal(got, map[string]int{http.MethodGet: 1, http.MethodPut: 1}) || third.Fence != again.Fence+1 {
 		t.Errorf("claim of a session driven before: requests %v, fence %d; want GET and PUT, fence %d", got, third.Fence, again.Fence+1)
 	}
 }
