@@ -25,21 +25,32 @@ import (
 type steadyReader struct {
 	client.Reader
 	log logr.Logger
+	// backoff is the wait between reads (steadyReadBackoff when zero).
+	backoff Backoff
 }
 
 // steadyReadBackoff is the wait between reads of an unanswered request.
 var steadyReadBackoff = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 
+// steadyReadLogEvery is how many unanswered reads in a row are logged once:
+// an outage of an hour is not 720 log lines per session.
+const steadyReadLogEvery = 12
+
 func (r steadyReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	b := steadyReadBackoff
-	for {
+	b := r.backoff
+	if b.Initial <= 0 {
+		b = steadyReadBackoff
+	}
+	for attempt := 1; ; attempt++ {
 		err := r.Reader.Get(ctx, key, obj, opts...)
 		if err == nil || !unanswered(err) || ctx.Err() != nil {
 			return err
 		}
 		wait := b.next()
-		r.log.Info("The API server did not answer a read of the session's configuration; reading again",
-			"object", key.String(), "in", wait.String(), "reason", err.Error())
+		if attempt%steadyReadLogEvery == 1 { // the first, then about once a minute
+			r.log.Info("The API server did not answer a read of the session's configuration; reading again",
+				"object", key.String(), "attempt", attempt, "in", wait.String(), "reason", err.Error())
+		}
 		select {
 		case <-ctx.Done():
 			return err

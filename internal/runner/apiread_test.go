@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -157,4 +158,52 @@ func TestReadAheadEndsWithARunnerWithoutTheClaim(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// attempts counts the reads through it and cancels after stopAfter.
+type attempts struct {
+	client.Reader
+	n         int
+	stopAfter int
+	cancel    context.CancelFunc
+}
+
+func (a *attempts) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	a.n++
+	if a.n == a.stopAfter {
+		a.cancel()
+	}
+	return a.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestSteadyReadLogsAnOutageSparingly: reads that an API server nobody
+// listens for does not answer are made again until the context ends, and
+// the manager logs the first and then one in steadyReadLogEvery, not each.
+func TestSteadyReadLogsAnOutageSparingly(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	away, err := client.New(&rest.Config{Host: "https://" + addr}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	reads := &attempts{Reader: away, stopAfter: 2*steadyReadLogEvery + 1, cancel: cancel}
+	lines := 0
+	r := steadyReader{Reader: reads, log: funcr.New(func(string, string) { lines++ }, funcr.Options{}),
+		backoff: Backoff{Initial: time.Millisecond, Max: time.Millisecond}}
+	err = r.Get(ctx, client.ObjectKey{Namespace: "a", Name: "b"}, &corev1.ConfigMap{})
+	if err == nil || !unanswered(err) {
+		t.Fatalf("error %v, want the last unanswered read's", err)
+	}
+	if reads.n != reads.stopAfter {
+		t.Errorf("%d reads, want %d (until the context ended)", reads.n, reads.stopAfter)
+	}
+	if want := 2; lines != want { // attempts 1 and 13; the 25th ended with the context
+		t.Errorf("%d log lines for %d unanswered reads, want %d", lines, reads.n, want)
+	}
 }
