@@ -250,6 +250,50 @@ type PoolReconciler struct {
 	// opening one (k8senv.Pool.Preopen), and looks at the pool every
 	// spareRecheck to reopen spares that ended; nil: no spares.
 	Streams streamPreopener
+	// RefillDelay is how long a pool found short of pods waits before it
+	// creates them (DefaultRefillDelay when zero; negative: no wait).
+	RefillDelay time.Duration
+
+	mu         sync.Mutex
+	shortSince map[types.NamespacedName]time.Time // when each short pool was first seen short
+}
+
+// DefaultRefillDelay is the default of PoolReconciler.RefillDelay. A claim
+// makes its pool short at once, while the claimed pod's session starts: a
+// replacement created then (its scheduling, the container's start, its
+// postStart baseline, its spare stream) takes the CPU that start needs on a
+// small cluster. A second later the start is done (docs/design.md, "Warm
+// start").
+const DefaultRefillDelay = time.Second
+
+// refillWait returns how long the short pool key still waits before it is
+// refilled: the delay from when it was first seen short, 0 when that has
+// passed.
+func (p *PoolReconciler) refillWait(key types.NamespacedName, now time.Time) time.Duration {
+	delay := p.RefillDelay
+	if delay == 0 {
+		delay = DefaultRefillDelay
+	}
+	if delay < 0 {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	since, ok := p.shortSince[key]
+	if !ok {
+		if p.shortSince == nil {
+			p.shortSince = map[types.NamespacedName]time.Time{}
+		}
+		p.shortSince[key], since = now, now
+	}
+	return max(0, delay-now.Sub(since))
+}
+
+// full forgets that the pool key was short.
+func (p *PoolReconciler) full(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.shortSince, key)
 }
 
 // streamPreopener keeps spare executor streams to pool pods
@@ -327,7 +371,20 @@ func (p *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if p.metrics != nil && pl != nil {
 		p.metrics.SetWarmPoolPods(pl.Namespace, len(keep)) // ready or starting, unclaimed
 	}
-	for n := len(keep); pl != nil && n < size; n++ {
+	var res ctrl.Result
+	if p.Streams != nil && len(keep) > 0 {
+		res.RequeueAfter = spareRecheck // reopen spares that ended without a pod change
+	}
+	if pl == nil || len(keep) >= size {
+		p.full(req.NamespacedName)
+		return res, errors.Join(errs...)
+	}
+	if wait := p.refillWait(req.NamespacedName, time.Now()); wait > 0 {
+		res.RequeueAfter = wait // shorter than spareRecheck
+		return res, errors.Join(errs...)
+	}
+	p.full(req.NamespacedName)
+	for n := len(keep); n < size; n++ {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{
 				GenerateName: "warm-" + pl.key[:8] + "-",
@@ -348,10 +405,6 @@ func (p *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			break
 		}
 		ctrl.LoggerFrom(ctx).V(1).Info("Created warm workspace pod", "pod", klog.KObj(pod))
-	}
-	var res ctrl.Result
-	if p.Streams != nil && len(keep) > 0 {
-		res.RequeueAfter = spareRecheck // reopen spares that ended without a pod change
 	}
 	return res, errors.Join(errs...)
 }

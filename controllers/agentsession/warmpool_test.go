@@ -465,3 +465,81 @@ func reconcileUntilPod(t *testing.T, rec *Reconciler, run *runner.Runner, s *age
 	t.Fatalf("session %s has no pod after 5 reconciles", s.Name)
 	return "", false
 }
+
+// TestRefillWait: a short pool waits RefillDelay from when it was first
+// seen short, and a new shortage after it was full waits again.
+func TestRefillWait(t *testing.T) {
+	key := types.NamespacedName{Namespace: "a", Name: "pool"}
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	p := &PoolReconciler{RefillDelay: 10 * time.Second}
+	steps := []struct {
+		name string
+		at   time.Duration
+		full bool
+		want time.Duration
+	}{
+		{"first seen short", 0, false, 10 * time.Second},
+		{"still short", 4 * time.Second, false, 6 * time.Second},
+		{"the delay passed", 10 * time.Second, false, 0},
+		{"later still", 30 * time.Second, false, 0},
+		{"short again after it was full", 40 * time.Second, true, 10 * time.Second},
+	}
+	for _, st := range steps {
+		if st.full {
+			p.full(key)
+		}
+		if got := p.refillWait(key, t0.Add(st.at)); got != st.want {
+			t.Errorf("%s: wait %s, want %s", st.name, got, st.want)
+		}
+	}
+	if got := (&PoolReconciler{RefillDelay: -1}).refillWait(key, t0); got != 0 {
+		t.Errorf("negative RefillDelay: wait %s, want none", got)
+	}
+	if got := (&PoolReconciler{}).refillWait(key, t0); got != DefaultRefillDelay {
+		t.Errorf("zero RefillDelay: wait %s, want the default %s", got, DefaultRefillDelay)
+	}
+}
+
+// TestShortPoolRefillsAfterItsDelay: on a real API server, a pool found short
+// of pods (a claim took one, or it is new) creates none until its refill
+// delay has passed, so the start of a claimed pod's session does not share
+// the cluster with the start of its replacement; then it creates them all.
+// On the old code the first reconcile created them at once.
+func TestShortPoolRefillsAfterItsDelay(t *testing.T) {
+	ns := newNamespace(t)
+	pl, err := newPools([]WarmPool{{Namespace: ns, Size: 2}}, suiteImages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req ctrl.Request
+	for key := range pl.byKey {
+		req.NamespacedName = key
+	}
+	pods := func() int {
+		var list corev1.PodList
+		if err := testClient.List(t.Context(), &list, client.InNamespace(ns), client.HasLabels{LabelWarmPool}); err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	waiting := &PoolReconciler{Client: testClient, pools: pl, RefillDelay: time.Hour}
+	for i := range 2 {
+		res, err := waiting.Reconcile(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.RequeueAfter <= 59*time.Minute || res.RequeueAfter > time.Hour {
+			t.Errorf("reconcile %d of a short pool: RequeueAfter %s, want the rest of its hour", i, res.RequeueAfter)
+		}
+		if n := pods(); n != 0 {
+			t.Fatalf("reconcile %d of a short pool inside its delay created %d pods, want none yet", i, n)
+		}
+	}
+	now := &PoolReconciler{Client: testClient, pools: pl, RefillDelay: -1}
+	if _, err := now.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if n := pods(); n != 2 {
+		t.Errorf("a short pool without a delay has %d pods, want 2", n)
+	}
+}
