@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,20 +70,9 @@ func TestStartWaitsForAnAPIServerThatIsAway(t *testing.T) {
 	if err := api.Create(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close() // nothing listens there until the relay starts
-	away := rest.CopyConfig(cfg)
-	away.Host = "https://" + addr
-	reader, err := client.New(away, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, obj := startScriptSession(t, Options{Reader: reader, Journals: pub}, cm.Name, "uid-away")
-	time.Sleep(time.Second) // the API server stays away for a while
+	reads, addr := awayReader(t, cfg) // nothing listens there until the relay starts
+	r, obj := startScriptSession(t, Options{Reader: reads, Journals: pub}, cm.Name, "uid-away")
+	waitUnanswered(t, r, obj.UID, reads)
 	if p, ok := r.Progress(obj.UID); !ok || p.Done {
 		t.Fatalf("the session ended while the API server was away: phase %s, reason %s, error %q", p.Phase, p.Reason, p.Error)
 	}
@@ -89,6 +80,77 @@ func TestStartWaitsForAnAPIServerThatIsAway(t *testing.T) {
 	end := waitProgress(t, r, obj.UID, "the session ended", func(p Progress) bool { return p.Done })
 	if end.Phase != agentsv1.PhaseSucceeded {
 		t.Fatalf("phase %s (%s: %s), want Succeeded", end.Phase, end.Reason, end.Error)
+	}
+}
+
+// countedReads counts the reads through it.
+type countedReads struct {
+	client.Reader
+	n atomic.Int32
+}
+
+func (c *countedReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.n.Add(1)
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// awayReader reads with cfg's credentials from an address nothing listens
+// at (yet), which it returns.
+func awayReader(t *testing.T, cfg *rest.Config) (*countedReads, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	away := rest.CopyConfig(cfg)
+	away.Host = "https://" + addr
+	reader, err := client.New(away, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &countedReads{Reader: reader}, addr
+}
+
+// waitUnanswered waits until three reads went unanswered, or the session's
+// runner ended (which the caller then reports).
+func waitUnanswered(t *testing.T, r *Runner, uid types.UID, reads *countedReads) {
+	t.Helper()
+	testenv.Eventually(t, "three unanswered reads", 30*time.Second, func() error {
+		if p, ok := r.Progress(uid); ok && p.Done {
+			return nil
+		}
+		if n := reads.n.Load(); n < 3 {
+			return fmt.Errorf("%d reads so far", n)
+		}
+		return nil
+	})
+}
+
+// TestStopDuringAnAPIOutageEndsTheRunner: a session stopped (deleted,
+// aborted) while its start waits for an API server that does not answer
+// ends at once, and reads no more: an outage of an hour does not keep a
+// runner of a deleted session reading.
+func TestStopDuringAnAPIOutageEndsTheRunner(t *testing.T) {
+	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
+	_, cfg := apiServer(t)
+	reads, _ := awayReader(t, cfg)
+	r, obj := startScriptSession(t, Options{Reader: reads, Journals: pub}, "never-read", "uid-stopped")
+	waitUnanswered(t, r, obj.UID, reads)
+	if p, _ := r.Progress(obj.UID); p.Done {
+		t.Fatalf("the session ended before it was stopped: phase %s, error %q", p.Phase, p.Error)
+	}
+	r.Abort(obj.UID)
+	waitProgress(t, r, obj.UID, "the stopped runner ended", func(p Progress) bool { return p.Done })
+	n := reads.n.Load()
+	// A runner still reading would read again within the longest backoff
+	// (5 s): watch a little longer than that.
+	for end := time.Now().Add(steadyReadBackoff.Max + 500*time.Millisecond); time.Now().Before(end); {
+		if m := reads.n.Load(); m != n {
+			t.Fatalf("%d reads after the runner ended", m-n)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
