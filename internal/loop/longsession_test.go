@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent-operator/agent-operator/internal/llm/scripted"
 	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
+	"github.com/agent-operator/agent-operator/internal/looptest"
 )
 
 // goFile is Go source of about n bytes.
@@ -221,6 +223,31 @@ func TestSkillsDiscoveryPromptAndLoading(t *testing.T) {
 	all := strings.Join(warnings, "\n")
 	if !strings.Contains(all, "broken/SKILL.md: front matter") || !strings.Contains(all, "evil/SKILL.md") {
 		t.Errorf("WARNING events %q, want the malformed and the escaping skill reported", warnings)
+	}
+}
+
+// TestSkillsAreFoundWhileThePromptContextIsGathered: a session's start
+// looks for workspace skills while the profile gathers its context (the git
+// snapshot), not one round trip to the workspace after the other, and the
+// skills found are in the system prompt as before.
+func TestSkillsAreFoundWhileThePromptContextIsGathered(t *testing.T) {
+	local, dir := newEnv(t)
+	writeSkill(t, filepath.Join(dir, ".agents/skills/review"), "---\nname: review\ndescription: How we review Go code.\n---\nCheck errors.\n")
+	env := &looptest.CommandsAfter{ExecutionEnvironment: local, Gate: looptest.NewGate(20 * time.Second), Lists: true}
+	spy := &spyClient{inner: scripted.New(script(text("done")), "m")}
+	s, err := loop.New(anthropic(), env, spy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Submit(t.Context(), "hello"); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if env.Gate.Missed() {
+		t.Error("the prompt context's command ran while no skill folder was being listed")
+	}
+	if system := spy.requests()[0].Messages[0].Text(); !strings.Contains(system, "**review**: How we review Go code.") {
+		t.Errorf("system prompt lacks the skill found:\n%s", system)
 	}
 }
 

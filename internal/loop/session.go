@@ -94,6 +94,8 @@ type Session struct {
 	// toolGate, if set, is waited for before any tool call runs
 	// (WithToolGate).
 	toolGate <-chan struct{}
+	// gathered, if set, is what Gather took ahead for start.
+	gathered *Gathered
 }
 
 type options struct {
@@ -118,6 +120,8 @@ type options struct {
 	// webSearch is the option of WithWebSearch (websearch.go).
 	webSearch *llm.WebSearch
 	toolGate  <-chan struct{}
+	// gathered is the option of WithGathered (gather.go).
+	gathered *Gathered
 
 	compactClient Client
 }
@@ -240,7 +244,7 @@ func New(profile Profile, env tool.ExecutionEnvironment, client Client, opts ...
 		id: o.id, profile: profile, env: env, client: client, cfg: o.cfg,
 		journal: o.journal, policy: o.policy, approve: o.approver, now: o.now, depth: o.depth,
 		state: StateIdle, effort: o.cfg.ReasoningEffort, pauseOnOutage: o.pause,
-		compactClient: o.compactClient, webSearch: o.webSearch, toolGate: o.toolGate,
+		compactClient: o.compactClient, webSearch: o.webSearch, toolGate: o.toolGate, gathered: o.gathered,
 	}
 	if err := s.initSessionTools(); err != nil {
 		return nil, fmt.Errorf("new session: %w", err)
@@ -459,15 +463,27 @@ func (s *Session) start(ctx context.Context) error {
 	if prepared {
 		return nil
 	}
-	pc, err := s.profile.Prepare(ctx, s.env, s.now())
+	s.mu.Lock()
+	g := s.gathered
+	s.mu.Unlock()
+	if g == nil {
+		g = Gather(ctx, s.profile, s.env, s.now(), !s.cfg.DisableSkillDiscovery)
+	}
+	pc, skills, problems, err := g.wait(ctx)
 	if err != nil {
+		s.mu.Lock()
+		s.gathered = nil // a start after this one gathers again
+		s.mu.Unlock()
 		return fmt.Errorf("prepare system prompt: %w", err)
+	}
+	if s.cfg.DisableSkillDiscovery {
+		skills, problems = nil, nil
 	}
 	pc.UserInstructions = s.cfg.UserInstructions
 	if s.deferred != nil {
 		pc.DeferredTools = s.deferred.catalogue
 	}
-	if err := s.prepareSkills(ctx, &pc); err != nil {
+	if err := s.prepareSkills(ctx, &pc, skills, problems); err != nil {
 		return err
 	}
 	s.mu.Lock()

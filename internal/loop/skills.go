@@ -181,15 +181,11 @@ func SkillsIndex(skills []Skill) string {
 
 func oneLine(s string) string { return clip(strings.Join(strings.Fields(s), " "), 300) }
 
-// prepareSkills discovers workspace skills, reports unusable ones as
-// WARNING events, registers the skill tool and adds the index to the
-// prompt context. It runs once, when the prompt context is gathered.
-func (s *Session) prepareSkills(ctx context.Context, pc *PromptContext) error {
-	var found []Skill
-	var problems []SkillProblem
-	if !s.cfg.DisableSkillDiscovery {
-		found, problems = DiscoverSkills(ctx, s.env)
-	}
+// prepareSkills takes the workspace skills Gather found, reports
+// unusable ones as WARNING events, registers the skill tool and adds the
+// index to the prompt context. It runs once, when the prompt context is
+// gathered.
+func (s *Session) prepareSkills(ctx context.Context, pc *PromptContext, found []Skill, problems []SkillProblem) error {
 	s.mu.Lock()
 	have := map[string]bool{}
 	for _, sk := range s.skills {

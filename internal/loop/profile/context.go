@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
@@ -139,19 +140,80 @@ Knowledge cutoff: %s
 		now.Format("2006-01-02"), model, knowledgeCutoff(model))
 }
 
-// discoverDocs loads the instruction files from root down to wd, root
-// first, within DocsBudget (seed 000 §6.5).
-func discoverDocs(ctx context.Context, env tool.ExecutionEnvironment, root, wd string, files []string) string {
-	var b strings.Builder
-	for _, dir := range dirsBetween(root, wd) {
-		for _, name := range files {
-			p := path.Join(dir, name)
-			fc, err := env.ReadFile(ctx, p, tool.ReadOptions{MaxBytes: DocsBudget * 4})
+// docReads reads instruction files through env, each path at most once,
+// several at a time: each read is a round trip to the workspace, and the
+// reads of one session's start do not depend on each other.
+type docReads struct {
+	ctx   context.Context
+	env   tool.ExecutionEnvironment
+	files []string
+	slots chan struct{} // bounds the reads in flight
+	mu    sync.Mutex
+	reads map[string]*docRead // by path
+}
+
+// docRead is one instruction file's read; text is set when done closes.
+type docRead struct {
+	done chan struct{}
+	text string
+	ok   bool
+}
+
+// maxDocReads bounds the instruction file reads in flight at once.
+const maxDocReads = 8
+
+func newDocReads(ctx context.Context, env tool.ExecutionEnvironment, files []string) *docReads {
+	return &docReads{ctx: ctx, env: env, files: files, slots: make(chan struct{}, maxDocReads), reads: map[string]*docRead{}}
+}
+
+// start starts reading the instruction files of dir that are not read yet.
+func (d *docReads) start(dir string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, name := range d.files {
+		p := path.Join(dir, name)
+		if d.reads[p] != nil {
+			continue
+		}
+		r := &docRead{done: make(chan struct{})}
+		d.reads[p] = r
+		go func() {
+			defer close(r.done)
+			select {
+			case d.slots <- struct{}{}:
+				defer func() { <-d.slots }()
+			case <-d.ctx.Done():
+				return
+			}
+			fc, err := d.env.ReadFile(d.ctx, p, tool.ReadOptions{MaxBytes: DocsBudget * 4})
 			if err != nil || fc.Binary {
-				continue // missing, outside the workspace, too large: skip
+				return // missing, outside the workspace, too large: skip
+			}
+			r.text, r.ok = strings.TrimSpace(string(fc.Content)), true
+		}()
+	}
+}
+
+// join reads the instruction files of dirs (those not started yet too) and
+// joins them in the order of dirs and files, within DocsBudget, named
+// relative to root.
+func (d *docReads) join(root string, dirs []string) string {
+	for _, dir := range dirs {
+		d.start(dir)
+	}
+	var b strings.Builder
+	for _, dir := range dirs {
+		for _, name := range d.files {
+			p := path.Join(dir, name)
+			d.mu.Lock()
+			r := d.reads[p]
+			d.mu.Unlock()
+			<-r.done
+			if !r.ok {
+				continue
 			}
 			rel := strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
-			fmt.Fprintf(&b, "## %s\n\n%s\n\n", rel, strings.TrimSpace(string(fc.Content)))
+			fmt.Fprintf(&b, "## %s\n\n%s\n\n", rel, r.text)
 		}
 	}
 	docs := strings.TrimRight(b.String(), "\n")

@@ -143,20 +143,25 @@ func (p *Profile) BuildSystemPrompt(pc loop.PromptContext) string {
 }
 
 // Prepare implements loop.Profile: the environment block, the git snapshot
-// and the project instructions, gathered through env.
+// and the project instructions, gathered through env. The instruction files
+// of the working directory are read while the snapshot runs (they are read
+// whatever it finds; only the directories above the working directory
+// depend on the repository's root), and all of them at once.
 func (p *Profile) Prepare(ctx context.Context, env tool.ExecutionEnvironment, now time.Time) (loop.PromptContext, error) {
+	wd := env.WorkingDirectory()
+	docs := newDocReads(ctx, env, p.InstructionFiles())
+	docs.start(wd)
 	g := gitSnapshot(ctx, env, p.gitBudget)
 	if err := ctx.Err(); err != nil {
 		return loop.PromptContext{}, err
 	}
-	root := env.WorkingDirectory()
+	root := wd
 	if g.isRepo && g.root != "" {
 		root = g.root
 	}
-	docs := discoverDocs(ctx, env, root, env.WorkingDirectory(), p.InstructionFiles())
 	return loop.PromptContext{
 		Environment: environmentBlock(env, g, now, p.model) + g.summary(),
-		ProjectDocs: docs,
+		ProjectDocs: docs.join(root, dirsBetween(root, wd)),
 	}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/loop/localenv"
 	"github.com/agent-operator/agent-operator/internal/loop/profile"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
+	"github.com/agent-operator/agent-operator/internal/looptest"
 )
 
 var subagentTools = []string{"spawn_agent", "send_input", "wait", "close_agent"}
@@ -277,5 +278,38 @@ func TestPrepareNoGitAndBudget(t *testing.T) {
 	}
 	if n := len(strings.TrimSuffix(pc.ProjectDocs, "\n[Project instructions truncated at 32KB]")); n != profile.DocsBudget {
 		t.Errorf("kept %d bytes, want %d", n, profile.DocsBudget)
+	}
+}
+
+// TestPrepareReadsInstructionsWhileTheSnapshotRuns: the working
+// directory's instruction files are read while the git snapshot runs, not
+// one round trip to the workspace after the other; what Prepare returns is
+// the same (the root's files first, then the working directory's).
+func TestPrepareReadsInstructionsWhileTheSnapshotRuns(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "AGENTS.md"), "root agents")
+	write(t, filepath.Join(root, "svc/AGENTS.md"), "svc agents")
+	write(t, filepath.Join(root, "svc/CLAUDE.md"), "svc claude")
+	git(t, root, "init", "-q")
+	git(t, root, "add", ".")
+	git(t, root, "commit", "-q", "-m", "only commit")
+	local, err := localenv.New(filepath.Join(root, "svc"), localenv.WithConfinement(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &looptest.CommandsAfter{ExecutionEnvironment: local, Gate: looptest.NewGate(20 * time.Second), Reads: true}
+	pc, err := profile.Anthropic("claude-sonnet-4-5").Prepare(t.Context(), env, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Gate.Missed() {
+		t.Error("the git snapshot ran while no instruction file was being read")
+	}
+	want := "## AGENTS.md\n\nroot agents\n\n## svc/AGENTS.md\n\nsvc agents\n\n## svc/CLAUDE.md\n\nsvc claude"
+	if pc.ProjectDocs != want {
+		t.Errorf("project docs:\n%q\nwant\n%q", pc.ProjectDocs, want)
+	}
+	if !strings.Contains(pc.Environment, "Is git repository: true") {
+		t.Errorf("environment:\n%s", pc.Environment)
 	}
 }
