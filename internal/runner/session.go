@@ -333,6 +333,11 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	// one's calls: stop at once, like a fenced journal (owner.go).
 	env = guardOwner(env, s.superseded)
 	s.env = env // for recording changes (changes.go)
+	// What the loop's start gathers from the workspace (git snapshot,
+	// project instructions, skills) is taken now, while the journal opens
+	// and the rest is built, not after.
+	loopEnv := scopeEnv(env, s.obj)
+	gathered := loop.Gather(ctx, prof, loopEnv, time.Now(), true)
 	j, replayed, err := s.openJournal(ctx, cc.APIKey)
 	if err != nil {
 		return nil, nil, nil, err
@@ -367,6 +372,7 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 		loop.WithToolGate(s.baselined),                     // the first turn's model call overlaps the baseline
 		loop.WithToolSearch(toolSearchConfig(&s.obj.Spec)), // spec.tools.toolSearch
 		loop.WithWebSearch(webSearchConfig(&s.obj.Spec)),   // spec.tools.webSearch
+		loop.WithGathered(gathered),
 	}
 	opts = append(opts, mcpSourceOptions(mcpSources)...) // refreshed between turns
 	if d := s.obj.Spec.Depth; d != nil {
@@ -382,7 +388,7 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 		opts = append(opts, loop.WithSubagentSpawner(&childSpawner{c: s.r.opts.Client, r: s.r.opts.Reader, parent: s.obj, watch: s.r.children,
 			budgets: s.r.budgets, worked: func() time.Duration { return s.snapshot().WorkingTime(s.r.opts.Now()) }}))
 	}
-	sess, err := loop.New(prof, scopeEnv(env, s.obj), llmc, opts...)
+	sess, err := loop.New(prof, loopEnv, llmc, opts...)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("new loop session: %w", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/internal/loop/localenv"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
+	"github.com/agent-operator/agent-operator/internal/looptest"
 )
 
 // openableEnv is a local environment that can be opened ahead (like
@@ -272,15 +273,18 @@ func TestClientConfigIsReadWhileTheClaimIsTaken(t *testing.T) {
 	}
 }
 
-// startScriptSession starts a Runner with opts (scripted clients and local
-// workspaces added) and a session of the script in ConfigMap cm.
+// startScriptSession starts a Runner with opts (scripted clients added, and
+// local workspaces unless opts has Envs) and a session of the script in
+// ConfigMap cm.
 func startScriptSession(t *testing.T, opts Options, cm string, uid types.UID) (*Runner, *agentsv1.AgentSession) {
 	t.Helper()
 	opts.Clients = func(_ context.Context, cc ClientConfig) (loop.Client, error) {
 		return scripted.New(cc.Script, "demo"), nil
 	}
-	opts.Envs = func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
-		return newOpenableEnv(t, nil), nil
+	if opts.Envs == nil {
+		opts.Envs = func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
+			return newOpenableEnv(t, nil), nil
+		}
 	}
 	opts.NotifyInterval, opts.Log = 10*time.Millisecond, logr.Discard()
 	r, err := New(opts)
@@ -336,5 +340,55 @@ func TestConfigReadsAheadAreBounded(t *testing.T) {
 	}
 	if n := len(r.early); n != 0 {
 		t.Errorf("%d slots still taken after every read ended, want 0", n)
+	}
+}
+
+// commandSeenEnv is an openable local environment that opens ran at its
+// first command.
+type commandSeenEnv struct {
+	*openableEnv
+	ran *looptest.Gate
+}
+
+func (e *commandSeenEnv) ExecCommand(ctx context.Context, cmd string, o tool.ExecOptions) (*tool.ExecResult, error) {
+	e.ran.Open()
+	return e.openableEnv.ExecCommand(ctx, cmd, o)
+}
+
+// journalAfterCommand opens journals once the workspace ran a command.
+type journalAfterCommand struct {
+	JournalOpener
+	ran *looptest.Gate
+}
+
+func (j *journalAfterCommand) OpenJournal(ctx context.Context, ref events.SessionRef, o events.JournalOptions) (*events.Journal, []loop.Event, error) {
+	j.ran.Wait()
+	return j.JournalOpener.OpenJournal(ctx, ref, o)
+}
+
+// TestPromptContextIsGatheredWhileTheJournalOpens: what the loop's start
+// gathers from the workspace (its first command is the git snapshot) is
+// taken while the runner opens the journal and builds the rest, not after
+// the loop started; the session runs to its end as before.
+func TestPromptContextIsGatheredWhileTheJournalOpens(t *testing.T) {
+	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
+	api := apiClient(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gather-ahead"},
+		Data: map[string]string{"script.yaml": "turns:\n- text: done\n"}}
+	if err := api.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	env := &commandSeenEnv{openableEnv: newOpenableEnv(t, nil), ran: looptest.NewGate(20 * time.Second)}
+	journals := &journalAfterCommand{JournalOpener: pub, ran: env.ran}
+	r, obj := startScriptSession(t, Options{Reader: api, Journals: journals,
+		Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
+			return env, nil
+		}}, cm.Name, "uid-gather-ahead")
+	end := waitProgress(t, r, obj.UID, "the session ended", func(p Progress) bool { return p.Done })
+	if end.Phase != agentsv1.PhaseSucceeded {
+		t.Fatalf("phase %s (%s); want Succeeded", end.Phase, end.Error)
+	}
+	if env.ran.Missed() {
+		t.Error("the journal opened before the workspace ran the start's first command")
 	}
 }
