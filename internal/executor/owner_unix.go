@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -106,24 +108,41 @@ func openRegular(dfd int, name string, flags int, perm uint32) (int, error) {
 
 // lockOwnerRecord takes the session's lock (flock on "<uid>.lock"), polling
 // for up to ownerLockTimeout: a process holding it forever fails the
-// session's calls instead of hanging them.
+// session's calls instead of hanging them. Callers of this process queue for
+// it in the process first (inProcess), so only another process makes a call
+// poll: the calls a stream runs at once (a session's start gathers its
+// prompt context with several) each waited a poll interval for the one
+// before.
 func lockOwnerRecord(ctx context.Context, dfd int, uid string) (func(), error) {
 	fd, err := openRegular(dfd, uid+".lock", unix.O_RDWR|unix.O_CREAT, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
 	deadline := time.Now().Add(ownerLockTimeout)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock %s.lock: %w", uid, err)
+	}
+	leave, err := inProcess.enter(ctx, lockFile{dev: uint64(st.Dev), ino: uint64(st.Ino)}, deadline)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock %s.lock: %w", uid, err)
+	}
 	for {
 		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return func() { unix.Close(fd) }, nil // closing releases the lock
+			return func() { unix.Close(fd); leave() }, nil // closing releases the lock
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
 			unix.Close(fd)
+			leave()
 			return nil, fmt.Errorf("lock %s.lock: %w", uid, err)
 		}
+		lockPolls.Add(1)
 		if time.Now().After(deadline) {
 			unix.Close(fd)
+			leave()
 			return nil, fmt.Errorf("lock %s.lock: still held by another process after %s", uid, ownerLockTimeout)
 		}
 		t := time.NewTimer(ownerLockPoll)
@@ -131,9 +150,65 @@ func lockOwnerRecord(ctx context.Context, dfd int, uid string) (func(), error) {
 		case <-ctx.Done():
 			t.Stop()
 			unix.Close(fd)
+			leave()
 			return nil, fmt.Errorf("lock %s.lock: %w", uid, ctx.Err())
 		case <-t.C:
 		}
+	}
+}
+
+// lockPolls counts the waits of lockOwnerRecord for a lock another holder
+// had (tests read it).
+var lockPolls atomic.Int64
+
+// lockFile is a lock file's identity.
+type lockFile struct{ dev, ino uint64 }
+
+// inProcess queues this process's holders of each lock file.
+var inProcess = &fileQueue{held: map[lockFile]*queuedLock{}}
+
+// fileQueue is a mutex per lock file for the callers of one process, which
+// wait without polling and are woken as soon as the one before leaves. An
+// entry lives while someone holds or waits for it.
+type fileQueue struct {
+	mu   sync.Mutex
+	held map[lockFile]*queuedLock
+}
+
+type queuedLock struct {
+	token chan struct{} // holds one value while the lock is held
+	users int           // holders and waiters
+}
+
+// enter waits for f's turn in this process until ctx ends or deadline
+// passes, and returns the function that leaves it.
+func (q *fileQueue) enter(ctx context.Context, f lockFile, deadline time.Time) (func(), error) {
+	q.mu.Lock()
+	l := q.held[f]
+	if l == nil {
+		l = &queuedLock{token: make(chan struct{}, 1)}
+		q.held[f] = l
+	}
+	l.users++
+	q.mu.Unlock()
+	done := func() {
+		q.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(q.held, f)
+		}
+		q.mu.Unlock()
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case l.token <- struct{}{}:
+		return func() { <-l.token; done() }, nil
+	case <-ctx.Done():
+		done()
+		return nil, ctx.Err()
+	case <-t.C:
+		done()
+		return nil, fmt.Errorf("still held by a call of this process after %s", ownerLockTimeout)
 	}
 }
 
