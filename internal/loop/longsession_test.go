@@ -1,6 +1,7 @@
 package loop_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -248,6 +249,47 @@ func TestSkillsAreFoundWhileThePromptContextIsGathered(t *testing.T) {
 	}
 	if system := spy.requests()[0].Messages[0].Text(); !strings.Contains(system, "**review**: How we review Go code.") {
 		t.Errorf("system prompt lacks the skill found:\n%s", system)
+	}
+}
+
+// firstListAfterSecondEnv holds the listing of the first skill folder name
+// back until the second is being listed.
+type firstListAfterSecondEnv struct {
+	tool.ExecutionEnvironment
+	second *looptest.Gate
+}
+
+func (e *firstListAfterSecondEnv) ListDirectory(ctx context.Context, p string, depth int) ([]tool.DirEntry, error) {
+	switch {
+	case strings.HasSuffix(p, loop.SkillDirs[1]):
+		e.second.Open()
+	case strings.HasSuffix(p, loop.SkillDirs[0]):
+		e.second.Wait()
+	}
+	return e.ExecutionEnvironment.ListDirectory(ctx, p, depth)
+}
+
+// TestSkillFoldersAreListedAtOnce: the skill folders of a directory are
+// listed side by side, not one round trip to the workspace after the
+// other, and discovery finds the same skills, nearer ones first.
+func TestSkillFoldersAreListedAtOnce(t *testing.T) {
+	local, dir := newEnv(t)
+	writeSkill(t, filepath.Join(dir, "a", loop.SkillDirs[0], "near"), "---\nname: near\ndescription: Nearer.\n---\nn\n")
+	writeSkill(t, filepath.Join(dir, "a", loop.SkillDirs[1], "twin"), "---\nname: twin\ndescription: Nearer twin.\n---\nt\n")
+	writeSkill(t, filepath.Join(dir, loop.SkillDirs[2], "twin"), "---\nname: twin\ndescription: Farther twin.\n---\nt\n")
+	writeSkill(t, filepath.Join(dir, loop.SkillDirs[2], "far"), "---\nname: far\ndescription: Farther.\n---\nf\n")
+	env := &firstListAfterSecondEnv{ExecutionEnvironment: tool.Scoped(local, "a"), second: looptest.NewGate(20 * time.Second)}
+	skills, problems := loop.DiscoverSkills(t.Context(), env)
+	if env.second.Missed() {
+		t.Error("the first skill folder was listed before the second was asked for")
+	}
+	var got []string
+	for _, sk := range skills {
+		got = append(got, sk.Name+": "+sk.Description)
+	}
+	want := []string{"near: Nearer.", "twin: Nearer twin.", "far: Farther."}
+	if strings.Join(got, "|") != strings.Join(want, "|") || len(problems) != 0 {
+		t.Errorf("skills %q, problems %v; want %q and none", got, problems, want)
 	}
 }
 

@@ -470,10 +470,10 @@ func (s *Session) start(ctx context.Context) error {
 		g = Gather(ctx, s.profile, s.env, s.now(), !s.cfg.DisableSkillDiscovery)
 	}
 	pc, skills, problems, err := g.wait(ctx)
+	s.mu.Lock()
+	s.gathered = nil // used once; a start after a failed one gathers again
+	s.mu.Unlock()
 	if err != nil {
-		s.mu.Lock()
-		s.gathered = nil // a start after this one gathers again
-		s.mu.Unlock()
 		return fmt.Errorf("prepare system prompt: %w", err)
 	}
 	if s.cfg.DisableSkillDiscovery {

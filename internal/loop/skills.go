@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -100,47 +101,112 @@ func DiscoverSkills(ctx context.Context, env tool.ExecutionEnvironment) ([]Skill
 	)
 	dir := path.Clean(env.WorkingDirectory())
 	for {
-		for _, sd := range SkillDirs {
-			root := path.Join(dir, sd)
-			entries, err := env.ListDirectory(ctx, root, 1)
-			if err != nil {
-				if errors.Is(err, tool.ErrPathEscapes) {
-					problems = append(problems, SkillProblem{Path: root, Err: err})
+		parent := path.Dir(dir)
+		lists, parentErr := listSkillDirs(ctx, env, dir, parent)
+		for _, l := range lists {
+			if l.err != nil {
+				if errors.Is(l.err, tool.ErrPathEscapes) {
+					problems = append(problems, SkillProblem{Path: l.root, Err: l.err})
 				}
 				continue // usually: no such folder
 			}
-			for _, e := range entries {
-				// Symlinked skill folders are listed as non-directories:
-				// try every entry; env refuses links leaving the workspace.
-				p := path.Join(root, e.Name, "SKILL.md")
-				sk, err := readSkill(ctx, env, p)
+			for _, c := range l.found {
 				var perr parseError
 				switch {
-				case err == nil:
-				case errors.Is(err, tool.ErrPathEscapes) || errors.As(err, &perr) ||
-					(e.IsDir && !errors.Is(err, tool.ErrNotFound)):
-					problems = append(problems, SkillProblem{Path: p, Err: err})
+				case c.err == nil:
+				case errors.Is(c.err, tool.ErrPathEscapes) || errors.As(c.err, &perr) ||
+					(c.isDir && !errors.Is(c.err, tool.ErrNotFound)):
+					problems = append(problems, SkillProblem{Path: c.path, Err: c.err})
 					continue
 				default:
 					continue // no SKILL.md there
 				}
-				if seen[sk.Name] {
+				if seen[c.skill.Name] {
 					continue
 				}
-				seen[sk.Name] = true
-				skills = append(skills, sk)
+				seen[c.skill.Name] = true
+				skills = append(skills, c.skill)
 			}
 		}
-		parent := path.Dir(dir)
-		if parent == dir || ctx.Err() != nil {
-			break
-		}
-		if _, err := env.ListDirectory(ctx, parent, 1); errors.Is(err, tool.ErrPathEscapes) {
-			break // the workspace root
+		if parent == dir || ctx.Err() != nil || errors.Is(parentErr, tool.ErrPathEscapes) {
+			break // the filesystem's or the workspace's root
 		}
 		dir = parent
 	}
 	return skills, problems
+}
+
+// skillDir is one of SkillDirs in one directory: its listing's error, or
+// the SKILL.md of each entry.
+type skillDir struct {
+	root  string
+	err   error
+	found []*skillFile
+}
+
+// skillFile is the SKILL.md of one entry of a skill folder, read.
+type skillFile struct {
+	path  string
+	isDir bool
+	skill Skill
+	err   error
+}
+
+// maxSkillReads bounds the workspace calls of skills discovery in flight.
+const maxSkillReads = 8
+
+// listSkillDirs lists SkillDirs in dir and reads the SKILL.md of each entry,
+// and lists parent (to learn whether it is still inside the workspace), all
+// at once: each is a round trip to the workspace that depends on no other.
+// The listings come back in the order of SkillDirs, their files in the
+// order listed.
+func listSkillDirs(ctx context.Context, env tool.ExecutionEnvironment, dir, parent string) ([]*skillDir, error) {
+	var (
+		wg        sync.WaitGroup
+		slots     = make(chan struct{}, maxSkillReads)
+		parentErr error
+	)
+	do := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-ctx.Done(): // f fails at once
+			}
+			f()
+		}()
+	}
+	if parent != dir {
+		do(func() { _, parentErr = env.ListDirectory(ctx, parent, 1) })
+	}
+	lists := make([]*skillDir, len(SkillDirs))
+	var listed sync.WaitGroup
+	for i, sd := range SkillDirs {
+		l := &skillDir{root: path.Join(dir, sd)}
+		lists[i] = l
+		listed.Add(1)
+		do(func() {
+			defer listed.Done()
+			var entries []tool.DirEntry
+			entries, l.err = env.ListDirectory(ctx, l.root, 1)
+			for _, e := range entries {
+				// Symlinked skill folders are listed as non-directories:
+				// try every entry; env refuses links leaving the workspace.
+				f := &skillFile{path: path.Join(l.root, e.Name, "SKILL.md"), isDir: e.IsDir}
+				l.found = append(l.found, f)
+			}
+		})
+	}
+	listed.Wait()
+	for _, l := range lists {
+		for _, f := range l.found {
+			do(func() { f.skill, f.err = readSkill(ctx, env, f.path) })
+		}
+	}
+	wg.Wait()
+	return lists, parentErr
 }
 
 // parseError is a SKILL.md that was read but is not valid.

@@ -337,7 +337,8 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	// project instructions, skills) is taken now, while the journal opens
 	// and the rest is built, not after.
 	loopEnv := scopeEnv(env, s.obj)
-	gathered := loop.Gather(ctx, prof, loopEnv, time.Now(), true)
+	gatheredAt := time.Now()
+	gathered := loop.Gather(ctx, prof, loopEnv, gatheredAt, true)
 	j, replayed, err := s.openJournal(ctx, cc.APIKey)
 	if err != nil {
 		return nil, nil, nil, err
@@ -372,8 +373,10 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 		loop.WithToolGate(s.baselined),                     // the first turn's model call overlaps the baseline
 		loop.WithToolSearch(toolSearchConfig(&s.obj.Spec)), // spec.tools.toolSearch
 		loop.WithWebSearch(webSearchConfig(&s.obj.Spec)),   // spec.tools.webSearch
-		loop.WithGathered(gathered),
 	}
+	if time.Since(gatheredAt) <= gatherFresh {
+		opts = append(opts, loop.WithGathered(gathered))
+	} // else the journal or an MCP server kept the build waiting: the loop gathers at its start
 	opts = append(opts, mcpSourceOptions(mcpSources)...) // refreshed between turns
 	if d := s.obj.Spec.Depth; d != nil {
 		opts = append(opts, loop.WithDepth(int(*d)))
@@ -394,6 +397,12 @@ func (s *session) build(ctx context.Context) (*loop.Session, *detachable, []loop
 	}
 	return sess, dj, replayed, nil
 }
+
+// gatherFresh is how long before the loop is built what build gathered
+// from the workspace is still used: a build that waited longer (NATS or an
+// MCP server away for a while; a shared workspace's parent and siblings go
+// on changing it meanwhile) leaves the loop to gather at its start.
+var gatherFresh = 5 * time.Second
 
 // openJournal retries until the journal opens or ctx ends; the session waits
 // with JournalAvailable false meanwhile.

@@ -344,13 +344,15 @@ func TestConfigReadsAheadAreBounded(t *testing.T) {
 }
 
 // commandSeenEnv is an openable local environment that opens ran at its
-// first command.
+// first command and counts its commands.
 type commandSeenEnv struct {
 	*openableEnv
-	ran *looptest.Gate
+	ran      *looptest.Gate
+	commands atomic.Int32
 }
 
 func (e *commandSeenEnv) ExecCommand(ctx context.Context, cmd string, o tool.ExecOptions) (*tool.ExecResult, error) {
+	e.commands.Add(1)
 	e.ran.Open()
 	return e.openableEnv.ExecCommand(ctx, cmd, o)
 }
@@ -390,5 +392,45 @@ func TestPromptContextIsGatheredWhileTheJournalOpens(t *testing.T) {
 	}
 	if env.ran.Missed() {
 		t.Error("the journal opened before the workspace ran the start's first command")
+	}
+}
+
+// TestAStaleGatherIsTakenAgain: what build gathered from the workspace is
+// handed to the loop only while it is fresh; one older than gatherFresh
+// when the loop is built (the journal kept the build waiting) is dropped
+// and the loop's start gathers again, so the workspace runs the git snapshot
+// twice instead of once.
+func TestAStaleGatherIsTakenAgain(t *testing.T) {
+	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
+	api := apiClient(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gather-stale"},
+		Data: map[string]string{"script.yaml": "turns:\n- text: done\n"}}
+	if err := api.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		fresh time.Duration
+		want  int32
+	}{
+		{"fresh", time.Hour, 1},
+		{"stale", 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(was time.Duration) { gatherFresh = was }(gatherFresh)
+			gatherFresh = tc.fresh
+			env := &commandSeenEnv{openableEnv: newOpenableEnv(t, nil), ran: looptest.NewGate(0)}
+			r, obj := startScriptSession(t, Options{Reader: api, Journals: pub,
+				Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
+					return env, nil
+				}}, cm.Name, types.UID("uid-gather-"+tc.name))
+			end := waitProgress(t, r, obj.UID, "the session ended", func(p Progress) bool { return p.Done })
+			if end.Phase != agentsv1.PhaseSucceeded {
+				t.Fatalf("phase %s (%s); want Succeeded", end.Phase, end.Error)
+			}
+			if n := env.commands.Load(); n != tc.want {
+				t.Errorf("the workspace ran %d commands, want %d", n, tc.want)
+			}
+		})
 	}
 }
