@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,6 +292,43 @@ func TestSkillFoldersAreListedAtOnce(t *testing.T) {
 	want := []string{"near: Nearer.", "twin: Nearer twin.", "far: Farther."}
 	if strings.Join(got, "|") != strings.Join(want, "|") || len(problems) != 0 {
 		t.Errorf("skills %q, problems %v; want %q and none", got, problems, want)
+	}
+}
+
+// goroutinesSeenEnv records the most goroutines running while it reads.
+type goroutinesSeenEnv struct {
+	tool.ExecutionEnvironment
+	most atomic.Int64
+}
+
+func (e *goroutinesSeenEnv) ReadFile(ctx context.Context, p string, o tool.ReadOptions) (*tool.FileContent, error) {
+	n := int64(runtime.NumGoroutine())
+	for m := e.most.Load(); n > m && !e.most.CompareAndSwap(m, n); m = e.most.Load() {
+	}
+	return e.ExecutionEnvironment.ReadFile(ctx, p, o)
+}
+
+// TestSkillDiscoveryOfAFullFolderKeepsFewGoroutines: a workspace that puts
+// thousands of entries in a skill folder gets each SKILL.md read, the valid
+// one found, and the manager's discovery never runs more than a few
+// goroutines for it (one per entry would hold thousands of stacks).
+func TestSkillDiscoveryOfAFullFolderKeepsFewGoroutines(t *testing.T) {
+	local, dir := newEnv(t)
+	root := filepath.Join(dir, loop.SkillDirs[0])
+	for i := range 3000 {
+		if err := os.MkdirAll(filepath.Join(root, fmt.Sprintf("empty-%04d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSkill(t, filepath.Join(root, "real"), "---\nname: real\ndescription: The one skill.\n---\nr\n")
+	env := &goroutinesSeenEnv{ExecutionEnvironment: local}
+	before := runtime.NumGoroutine()
+	skills, _ := loop.DiscoverSkills(t.Context(), env)
+	if len(skills) != 1 || skills[0].Name != "real" {
+		t.Fatalf("skills %+v, want the one named real", skills)
+	}
+	if extra := env.most.Load() - int64(before); extra > 100 {
+		t.Errorf("discovery ran %d goroutines more than before it, want a few", extra)
 	}
 }
 

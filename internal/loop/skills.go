@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.yaml.in/yaml/v3"
 
@@ -194,16 +195,26 @@ func listSkillDirs(ctx context.Context, env tool.ExecutionEnvironment, dir, pare
 			for _, e := range entries {
 				// Symlinked skill folders are listed as non-directories:
 				// try every entry; env refuses links leaving the workspace.
-				f := &skillFile{path: path.Join(l.root, e.Name, "SKILL.md"), isDir: e.IsDir}
+				f := &skillFile{path: path.Join(l.root, e.Name, "SKILL.md"), isDir: e.IsDir, err: context.Canceled} // until read
 				l.found = append(l.found, f)
 			}
 		})
 	}
 	listed.Wait()
+	// The SKILL.md files by a few workers, not a goroutine each: a
+	// workspace may put any number of entries in a skill folder.
+	var files []*skillFile
 	for _, l := range lists {
-		for _, f := range l.found {
-			do(func() { f.skill, f.err = readSkill(ctx, env, f.path) })
-		}
+		files = append(files, l.found...)
+	}
+	var next atomic.Int64
+	for range min(maxSkillReads, len(files)) {
+		do(func() {
+			for i := next.Add(1) - 1; i < int64(len(files)) && ctx.Err() == nil; i = next.Add(1) - 1 {
+				f := files[i]
+				f.skill, f.err = readSkill(ctx, env, f.path)
+			}
+		})
 	}
 	wg.Wait()
 	return lists, parentErr

@@ -166,7 +166,9 @@ func newDocReads(ctx context.Context, env tool.ExecutionEnvironment, files []str
 	return &docReads{ctx: ctx, env: env, files: files, slots: make(chan struct{}, maxDocReads), reads: map[string]*docRead{}}
 }
 
-// start starts reading the instruction files of dir that are not read yet.
+// start starts reading the instruction files of dir that are not read
+// yet. It waits while maxDocReads reads are in flight, so a deep working
+// directory never has more reads (and goroutines) than that at once.
 func (d *docReads) start(dir string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -177,14 +179,15 @@ func (d *docReads) start(dir string) {
 		}
 		r := &docRead{done: make(chan struct{})}
 		d.reads[p] = r
+		select {
+		case d.slots <- struct{}{}:
+		case <-d.ctx.Done():
+			close(r.done) // not read: skipped like a missing file
+			continue
+		}
 		go func() {
 			defer close(r.done)
-			select {
-			case d.slots <- struct{}{}:
-				defer func() { <-d.slots }()
-			case <-d.ctx.Done():
-				return
-			}
+			defer func() { <-d.slots }()
 			fc, err := d.env.ReadFile(d.ctx, p, tool.ReadOptions{MaxBytes: DocsBudget * 4})
 			if err != nil || fc.Binary {
 				return // missing, outside the workspace, too large: skip
