@@ -9,51 +9,67 @@ import (
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 )
 
+// keyLocks is a mutex per key for the callers of one process: a caller
+// waits without polling and is woken as soon as the one before leaves, or
+// gives up when its context ends. An entry lives while someone holds or
+// waits for it. The zero value is ready to use.
+type keyLocks[K comparable] struct {
+	mu    sync.Mutex
+	locks map[K]*keyLock
+}
+
+type keyLock struct {
+	ch   chan struct{} // capacity 1: holding the token is holding the lock
+	refs int           // holders and waiters
+}
+
+// lock waits for key's lock or for ctx to end (then it returns ctx's error).
+func (l *keyLocks[K]) lock(ctx context.Context, key K) (func(), error) {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[K]*keyLock{}
+	}
+	kl := l.locks[key]
+	if kl == nil {
+		kl = &keyLock{ch: make(chan struct{}, 1)}
+		l.locks[key] = kl
+	}
+	kl.refs++
+	l.mu.Unlock()
+	release := func() {
+		l.mu.Lock()
+		kl.refs--
+		if kl.refs == 0 {
+			delete(l.locks, key)
+		}
+		l.mu.Unlock()
+	}
+	select {
+	case kl.ch <- struct{}{}:
+		return func() { <-kl.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+}
+
 // pathLocks serializes the mutations (write_file, delete_file) of each
 // path inside the executor, so concurrent edits of one file from one round
 // or from subagents sharing the workspace apply one at a time; different
 // paths stay parallel. The zero value is ready to use.
 type pathLocks struct {
-	mu    sync.Mutex
-	locks map[string]*pathLock
-}
-
-type pathLock struct {
-	ch   chan struct{} // capacity 1: holding the token is holding the lock
-	refs int
+	keys keyLocks[string]
 }
 
 // lock waits for the lock of p (cleaned; relative paths are taken as given,
 // which is how the environment resolves them against one working directory)
 // or for ctx to end.
 func (l *pathLocks) lock(ctx context.Context, p string) (func(), error) {
-	key := path.Clean(p)
-	l.mu.Lock()
-	if l.locks == nil {
-		l.locks = map[string]*pathLock{}
+	unlock, err := l.keys.lock(ctx, path.Clean(p))
+	if err != nil {
+		return nil, fmt.Errorf("wait for other writes of %s: %w", p, err)
 	}
-	pl := l.locks[key]
-	if pl == nil {
-		pl = &pathLock{ch: make(chan struct{}, 1)}
-		l.locks[key] = pl
-	}
-	pl.refs++
-	l.mu.Unlock()
-	release := func() {
-		l.mu.Lock()
-		pl.refs--
-		if pl.refs == 0 {
-			delete(l.locks, key)
-		}
-		l.mu.Unlock()
-	}
-	select {
-	case pl.ch <- struct{}{}:
-		return func() { <-pl.ch; release() }, nil
-	case <-ctx.Done():
-		release()
-		return nil, fmt.Errorf("wait for other writes of %s: %w", p, ctx.Err())
-	}
+	return unlock, nil
 }
 
 // lockPath takes the lock of path p in this process, then the one shared

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -124,33 +123,40 @@ func lockOwnerRecord(ctx context.Context, dfd int, uid string) (func(), error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("lock %s.lock: %w", uid, err)
 	}
-	leave, err := inProcess.enter(ctx, lockFile{dev: uint64(st.Dev), ino: uint64(st.Ino)}, deadline)
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	leave, err := inProcess.lock(wctx, lockFile{dev: uint64(st.Dev), ino: uint64(st.Ino)})
+	cancel()
 	if err != nil {
 		unix.Close(fd)
+		if ctx.Err() == nil {
+			err = fmt.Errorf("still held by a call of this process after %s", ownerLockTimeout)
+		}
 		return nil, fmt.Errorf("lock %s.lock: %w", uid, err)
 	}
+	held := false
+	defer func() {
+		if !held {
+			unix.Close(fd)
+			leave()
+		}
+	}()
 	for {
 		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
+			held = true
 			return func() { unix.Close(fd); leave() }, nil // closing releases the lock
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			unix.Close(fd)
-			leave()
 			return nil, fmt.Errorf("lock %s.lock: %w", uid, err)
 		}
 		lockPolls.Add(1)
 		if time.Now().After(deadline) {
-			unix.Close(fd)
-			leave()
 			return nil, fmt.Errorf("lock %s.lock: still held by another process after %s", uid, ownerLockTimeout)
 		}
 		t := time.NewTimer(ownerLockPoll)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			unix.Close(fd)
-			leave()
 			return nil, fmt.Errorf("lock %s.lock: %w", uid, ctx.Err())
 		case <-t.C:
 		}
@@ -165,52 +171,7 @@ var lockPolls atomic.Int64
 type lockFile struct{ dev, ino uint64 }
 
 // inProcess queues this process's holders of each lock file.
-var inProcess = &fileQueue{held: map[lockFile]*queuedLock{}}
-
-// fileQueue is a mutex per lock file for the callers of one process, which
-// wait without polling and are woken as soon as the one before leaves. An
-// entry lives while someone holds or waits for it.
-type fileQueue struct {
-	mu   sync.Mutex
-	held map[lockFile]*queuedLock
-}
-
-type queuedLock struct {
-	token chan struct{} // holds one value while the lock is held
-	users int           // holders and waiters
-}
-
-// enter waits for f's turn in this process until ctx ends or deadline
-// passes, and returns the function that leaves it.
-func (q *fileQueue) enter(ctx context.Context, f lockFile, deadline time.Time) (func(), error) {
-	q.mu.Lock()
-	l := q.held[f]
-	if l == nil {
-		l = &queuedLock{token: make(chan struct{}, 1)}
-		q.held[f] = l
-	}
-	l.users++
-	q.mu.Unlock()
-	done := func() {
-		q.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(q.held, f)
-		}
-		q.mu.Unlock()
-	}
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case l.token <- struct{}{}:
-		return func() { <-l.token; done() }, nil
-	case <-ctx.Done():
-		done()
-		return nil, ctx.Err()
-	case <-t.C:
-		done()
-		return nil, fmt.Errorf("still held by a call of this process after %s", ownerLockTimeout)
-	}
-}
+var inProcess keyLocks[lockFile]
 
 // readOwnerRecord reads the session's record; nil when there is none.
 func readOwnerRecord(dfd int, uid string) (*ownerRecord, error) {

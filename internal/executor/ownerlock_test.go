@@ -47,7 +47,7 @@ func TestCallsOfOneProcessQueueForTheOwnerLock(t *testing.T) {
 		t.Errorf("the second call polled the file lock %d times while a call of its own process held it", n)
 	}
 	inProcess.mu.Lock()
-	left := len(inProcess.held)
+	left := len(inProcess.locks)
 	inProcess.mu.Unlock()
 	if left != 0 {
 		t.Errorf("%d queue entries left after both calls ended", left)
