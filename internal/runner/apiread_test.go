@@ -15,7 +15,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -65,11 +64,7 @@ func TestUnanswered(t *testing.T) {
 func TestStartWaitsForAnAPIServerThatIsAway(t *testing.T) {
 	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
 	api, cfg := apiServer(t)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "away"},
-		Data: map[string]string{"script.yaml": "turns:\n- text: done\n"}}
-	if err := api.Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := doneScript(t, api, "away")
 	reads, addr := awayReader(t, cfg) // nothing listens there until the relay starts
 	r, obj := startScriptSession(t, Options{Reader: reads, Journals: pub}, cm.Name, "uid-away")
 	waitUnanswered(t, r, obj.UID, reads)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -257,11 +258,7 @@ func (c *leaseGate) Create(ctx context.Context, obj client.Object, opts ...clien
 func TestClientConfigIsReadWhileTheClaimIsTaken(t *testing.T) {
 	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
 	api := apiClient(t)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ahead"},
-		Data: map[string]string{"script.yaml": "turns:\n- text: done\n"}}
-	if err := api.Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := doneScript(t, api, "ahead")
 	reads := &configReads{Reader: api, started: make(chan struct{})}
 	leases := &leaseGate{Client: api, open: reads.started}
 	r, obj := startScriptSession(t, Options{Reader: reads, Journals: pub,
@@ -271,6 +268,18 @@ func TestClientConfigIsReadWhileTheClaimIsTaken(t *testing.T) {
 	if end.Phase != agentsv1.PhaseSucceeded || end.ClaimError != "" {
 		t.Fatalf("phase %s (%s), claim error %q; want Succeeded", end.Phase, end.Error, end.ClaimError)
 	}
+}
+
+// doneScript creates ConfigMap name in default holding a script of one
+// turn that says "done".
+func doneScript(t *testing.T, api client.Client, name string) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Data: map[string]string{"script.yaml": "turns:\n- text: done\n"}}
+	if err := api.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm
 }
 
 // startScriptSession starts a Runner with opts (scripted clients added, and
@@ -375,11 +384,7 @@ func (j *journalAfterCommand) OpenJournal(ctx context.Context, ref events.Sessio
 func TestPromptContextIsGatheredWhileTheJournalOpens(t *testing.T) {
 	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
 	api := apiClient(t)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gather-ahead"},
-		Data: map[string]string{"script.yaml": "turns:\n- text: done\n"}}
-	if err := api.Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := doneScript(t, api, "gather-ahead")
 	env := &commandSeenEnv{openableEnv: newOpenableEnv(t, nil), ran: looptest.NewGate(20 * time.Second)}
 	journals := &journalAfterCommand{JournalOpener: pub, ran: env.ran}
 	r, obj := startScriptSession(t, Options{Reader: api, Journals: journals,
@@ -395,35 +400,47 @@ func TestPromptContextIsGatheredWhileTheJournalOpens(t *testing.T) {
 	}
 }
 
+// journalAwayAtFirst fails its first open, as a NATS that is away: the
+// runner tries again after its backoff.
+type journalAwayAtFirst struct {
+	JournalOpener
+	tried atomic.Bool
+}
+
+func (j *journalAwayAtFirst) OpenJournal(ctx context.Context, ref events.SessionRef, o events.JournalOptions) (*events.Journal, []loop.Event, error) {
+	if !j.tried.Swap(true) {
+		return nil, nil, errors.New("nats: no servers available for connection")
+	}
+	return j.JournalOpener.OpenJournal(ctx, ref, o)
+}
+
 // TestAStaleGatherIsTakenAgain: what build gathered from the workspace is
-// handed to the loop only while it is fresh; one older than gatherFresh
-// when the loop is built (the journal kept the build waiting) is dropped
-// and the loop's start gathers again, so the workspace runs the git snapshot
-// twice instead of once.
+// handed to the loop only while it is fresh (gatherFresh). A journal that
+// is away when the build opens it (scaled down: one failed open and the
+// runner's 100 ms backoff, against a freshness of 50 ms; an hour of NATS
+// outage against 5 s is the same case) makes it stale, so it is dropped and the loop's start gathers
+// again: the workspace runs the git snapshot twice instead of once.
 func TestAStaleGatherIsTakenAgain(t *testing.T) {
 	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
 	api := apiClient(t)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gather-stale"},
-		Data: map[string]string{"script.yaml": "turns:\n- text: done\n"}}
-	if err := api.Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := doneScript(t, api, "gather-stale")
 	for _, tc := range []struct {
-		name  string
-		fresh time.Duration
-		want  int32
+		name     string
+		journals JournalOpener
+		fresh    time.Duration
+		want     int32
 	}{
-		{"fresh", time.Hour, 1},
-		{"stale", 0, 2},
+		{"journal there", pub, gatherFresh, 1},
+		{"journal away at first", &journalAwayAtFirst{JournalOpener: pub}, 50 * time.Millisecond, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func(was time.Duration) { gatherFresh = was }(gatherFresh)
 			gatherFresh = tc.fresh
 			env := &commandSeenEnv{openableEnv: newOpenableEnv(t, nil), ran: looptest.NewGate(0)}
-			r, obj := startScriptSession(t, Options{Reader: api, Journals: pub,
+			r, obj := startScriptSession(t, Options{Reader: api, Journals: tc.journals,
 				Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
 					return env, nil
-				}}, cm.Name, types.UID("uid-gather-"+tc.name))
+				}}, cm.Name, types.UID("uid-gather-"+strings.ReplaceAll(tc.name, " ", "-")))
 			end := waitProgress(t, r, obj.UID, "the session ended", func(p Progress) bool { return p.Done })
 			if end.Phase != agentsv1.PhaseSucceeded {
 				t.Fatalf("phase %s (%s); want Succeeded", end.Phase, end.Error)
