@@ -398,8 +398,27 @@ func run(ctx context.Context, o options) error {
 	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", natsReady(nc))); err != nil {
 		return fmt.Errorf("add probes: %w", err)
 	}
+	// Ready only once a session can be created: `helm install --wait` then means it.
+	if ns := admissionNamespace(o.watchNamespaces); ns != "" {
+		check := &sessionAdmission{Client: mgr.GetClient(), Namespace: ns, Class: o.sessionClass,
+			Log: ctrl.Log.WithName("readiness")}
+		if err := mgr.AddReadyzCheck("sessions-admitted", check.Check); err != nil {
+			return fmt.Errorf("add probes: %w", err)
+		}
+	}
 	log.Info("Starting manager", "embeddedNATS", o.natsURL == "", "shardSessions", o.shardSessions)
 	return mgr.Start(ctx)
+}
+
+// admissionNamespace is where the readiness check's dry run is made: the
+// first watched namespace, else the manager's own (POD_NAMESPACE); "" when
+// neither is known (a manager run outside the cluster), and then there is
+// no check.
+func admissionNamespace(watched []string) string {
+	if len(watched) > 0 {
+		return watched[0]
+	}
+	return os.Getenv("POD_NAMESPACE")
 }
 
 // cacheOptions are the controller's cache options, limited to namespaces
