@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -13,9 +14,11 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -37,6 +40,12 @@ func startBareAPIServer(t *testing.T) (*envtest.Environment, client.Client) {
 		t.Fatalf("start envtest: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
+	return env, newClient(t, cfg)
+}
+
+// newClient is a client for the core kinds and AgentSessions.
+func newClient(t *testing.T, cfg *rest.Config) client.Client {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -48,7 +57,17 @@ func startBareAPIServer(t *testing.T) (*envtest.Environment, client.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env, c
+	return c
+}
+
+// installCRD installs the AgentSession CRD and waits until it is served.
+func installCRD(t *testing.T, env *envtest.Environment) {
+	t.Helper()
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfPathMissing: true,
+	}); err != nil {
+		t.Fatalf("install the CRD: %v", err)
+	}
 }
 
 // chartFinalizerPolicy is the chart's session finalizer MutatingAdmissionPolicy
@@ -111,11 +130,7 @@ func TestReadyOnlyOnceSessionsAreAdmitted(t *testing.T) {
 	if err := c.Create(ctx, binding); err != nil {
 		t.Fatalf("create its binding: %v", err)
 	}
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfPathMissing: true,
-	}); err != nil {
-		t.Fatalf("install the CRD: %v", err)
-	}
+	installCRD(t, env)
 
 	check := &sessionAdmission{Client: c, Namespace: "tenant", Log: testr.New(t)}
 	notReady := 0
@@ -150,25 +165,13 @@ func TestReadyOnlyOnceSessionsAreAdmitted(t *testing.T) {
 // more.
 func TestAdmissionCheckPassesOnceForGood(t *testing.T) {
 	env, _ := startBareAPIServer(t)
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfPathMissing: true,
-	}); err != nil {
-		t.Fatalf("install the CRD: %v", err)
-	}
+	installCRD(t, env)
 	nobody, err := env.AddUser(envtest.User{Name: "nobody"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, requests := testenv.CountRequests(nobody.Config(), "agentsessions")
-	c, err := client.New(cfg, client.Options{Scheme: func() *runtime.Scheme {
-		s := runtime.NewScheme()
-		_ = agentsv1.AddToScheme(s)
-		return s
-	}()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := &sessionAdmission{Client: c, Namespace: "default", Log: testr.New(t)}
+	check := &sessionAdmission{Client: newClient(t, cfg), Namespace: "default", Log: testr.New(t)}
 	if err := check.admit(t.Context()); err == nil {
 		t.Fatal("a user without RBAC made the dry run")
 	}
@@ -180,6 +183,41 @@ func TestAdmissionCheckPassesOnceForGood(t *testing.T) {
 	}
 	if n := requests.Take()["POST"]; n != 1 {
 		t.Errorf("three probes made %d dry runs, want 1", n)
+	}
+}
+
+// An API server that does not answer at all (down, as for an hour) keeps the
+// manager unready, and every probe asks again: nothing is latched until it
+// answers.
+func TestAdmissionCheckWaitsForAnAPIServerThatIsDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil { // nothing listens there now
+		t.Fatal(err)
+	}
+	cfg, requests := testenv.CountRequests(&rest.Config{Host: "http://" + addr, Timeout: 2 * time.Second}, "")
+	// Without discovery (nothing answers it), the kind's mapping is given.
+	scheme := runtime.NewScheme()
+	if err := agentsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(agentsv1.GroupVersion.WithKind("AgentSession"), meta.RESTScopeNamespace)
+	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := &sessionAdmission{Client: c, Namespace: "default", Log: testr.New(t)}
+	for i := range 3 {
+		if err := probe(check); err == nil {
+			t.Fatalf("probe %d passed with the API server down", i)
+		}
+	}
+	if n := requests.Take()["POST"]; n != 3 {
+		t.Errorf("three probes made %d dry runs, want 3 (one each)", n)
 	}
 }
 
