@@ -82,7 +82,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  executor-sidecar serve --root DIR [--env-policy core|all|none] [--max-frame BYTES] [--owner-dir DIR]
+  executor-sidecar serve --root DIR [--env-policy core|all|none] [--max-frame BYTES] [--owner-dir DIR] [--reserve-threads N]
   executor-sidecar idle
   executor-sidecar copy-to DIR
   executor-sidecar best-effort [--timeout DURATION] -- COMMAND [ARG...]
@@ -107,9 +107,11 @@ func serve(args []string, stdin io.Reader, stdout io.Writer, log logr.Logger) er
 	maxFrame := fs.Int("max-frame", executor.DefaultMaxFrame, "largest frame accepted or sent, in bytes")
 	confine := fs.Bool("confine", true, "confine file paths to --root")
 	ownerDir := fs.String("owner-dir", executor.DefaultOwnerDir, "directory of the pod's session owner records, shared by all serve processes of the pod (created 0700)")
+	reserve := fs.Int("reserve-threads", executor.DefaultReservedThreads, "OS threads started ahead, so a fork bomb that uses the pod's process limit up cannot starve this process of one")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	executor.ReserveThreads(*reserve)
 	env, err := localenv.New(*root,
 		localenv.WithEnvPolicy(tool.EnvPolicy(*policy)),
 		localenv.WithConfinement(*confine),
@@ -131,8 +133,15 @@ func serve(args []string, stdin io.Reader, stdout io.Writer, log logr.Logger) er
 // from then on SIGTERM ends it with exit code 0.
 const IdleReady = "executor-sidecar idle: ready"
 
+// idleReservedThreads is how many threads idle starts ahead (see
+// executor.ReserveThreads). It blocks in no system call of its own, but it
+// is the container's first process: if the runtime were refused a thread
+// while a fork bomb holds the pod's process limit, the container would end.
+const idleReservedThreads = 4
+
 // idle waits for SIGTERM or SIGINT and reaps children meanwhile.
 func idle() error {
+	executor.ReserveThreads(idleReservedThreads)
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
 	fmt.Println(IdleReady)

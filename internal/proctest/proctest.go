@@ -51,3 +51,13 @@ func Build(pkg, name string) (string, func(), error) {
 	}
 	return bin, cleanup, nil
 }
+
+// Threads counts the OS threads of the calling process (Linux's
+// /proc/self/task).
+func Threads() (int, error) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0, fmt.Errorf("count threads: %w", err)
+	}
+	return len(tasks), nil
+}

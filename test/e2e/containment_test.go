@@ -19,14 +19,24 @@ import (
 	"github.com/agent-operator/agent-operator/test/e2e/framework"
 )
 
-// forkBombScript runs the classic bash fork bomb, then checks that the workspace can still
-// start a process.
+// forkBombScript runs the classic bash fork bomb twice, then checks that the workspace can still
+// start a process. The first bomb outlives its leader, which returns at once: the executor kills
+// its process group when the output pipes are still held a second later, however far the bomb
+// got by then (a slow machine may not reach the pids limit in that second). The second bomb's
+// leader stays until the call's timeout, so the bomb meets the pod's pids limit for seconds on
+// any machine; the executor serving the stream shares that limit and must live through it.
 const forkBombScript = `turns:
   - toolCalls:
       - name: shell
         arguments:
           command: ':(){ :|:& };:'
           timeout_ms: 20000
+  - expect: {lastToolResultContains: "Exit code: 0"}
+    toolCalls:
+      - name: shell
+        arguments:
+          command: ':(){ :|:& };:; sleep 30'
+          timeout_ms: 8000
   - expect: {lastToolResultContains: "Resource temporarily unavailable"}
     toolCalls:
       - name: shell
