@@ -95,7 +95,7 @@ func (e *Env) ExecCommand(ctx context.Context, command string, opts tool.ExecOpt
 	go func() { readers.Wait(); close(readersDone) }()
 
 	waitCh := make(chan error, 1)
-	go func() { waitCh <- cmd.Wait() }()
+	go func() { waitCh <- waitCmd(cmd) }()
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -234,4 +234,11 @@ func (e *Env) workingDir(op, wd string) (string, error) {
 		return "", fmt.Errorf("%s: working directory %s is not a directory", op, wd)
 	}
 	return e.abs(rel), nil
+}
+
+// waitCmd is cmd.Wait, after the process's exit was awaited without holding
+// an OS thread where the platform allows it (awaitExit).
+func waitCmd(cmd *exec.Cmd) error {
+	awaitExit(cmd.Process.Pid)
+	return cmd.Wait()
 }

@@ -114,7 +114,7 @@ func (e *Env) StartProcess(ctx context.Context, argv []string, opts ProcessOptio
 		_, _ = io.Copy(p.stderr, errR)
 	}()
 	go func() {
-		err := cmd.Wait()
+		err := waitCmd(cmd)
 		// Give stderr a moment: a group member may still hold it.
 		select {
 		case <-stderrDone:
