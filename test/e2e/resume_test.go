@@ -178,6 +178,25 @@ func stepOfCall(ev loop.Event, steps int) int {
 	return 0
 }
 
+// toolTimeline lists the events of evs that say which calls were made and run (assistant turns,
+// tool call starts and ends), one per line with their sequence and time, for a failure message.
+func toolTimeline(evs []loop.Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		switch ev.Kind {
+		case loop.EventAssistantTextEnd, loop.EventToolCallStart, loop.EventToolCallEnd, loop.EventSessionStart, loop.EventSessionEnd:
+			call := ev.Data.CallID
+			if ev.Data.Assistant != nil {
+				for _, c := range ev.Data.Assistant.ToolCalls() {
+					call += c.ID + " "
+				}
+			}
+			fmt.Fprintf(&b, "  %d %s %s call=%s args=%s error=%.80q\n", ev.Seq, ev.Time.Format("15:04:05.000"), ev.Kind, call, ev.Data.Arguments, ev.Data.Error)
+		}
+	}
+	return b.String()
+}
+
 // expectStepsOnce checks the journal evs of a stepsScript session of n steps against the
 // steps.log of its pod: every TOOL_CALL_START has exactly one TOOL_CALL_END; each step ran
 // once, or never (or once, cut off by a fault) with the interrupted error result.
@@ -198,7 +217,7 @@ func expectStepsOnce(ctx context.Context, evs []loop.Event, ns, pod string, n in
 			ends[ev.Data.CallID] = append(ends[ev.Data.CallID], ev)
 		}
 	}
-	Expect(stepOf).To(HaveLen(n), "one tool call per step")
+	Expect(stepOf).To(HaveLen(n), "one tool call per step; the journal's turns and tool calls:\n%s", toolTimeline(evs))
 	for callID, step := range stepOf {
 		Expect(ends[callID]).To(HaveLen(1), "TOOL_CALL_END events of %s (%s)", callID, step)
 		end := ends[callID][0]
