@@ -191,7 +191,7 @@ func toolTimeline(evs []loop.Event) string {
 					call += c.ID + " "
 				}
 			}
-			fmt.Fprintf(&b, "  %d %s %s call=%s args=%s error=%.80q\n", ev.Seq, ev.Time.Format("15:04:05.000"), ev.Kind, call, ev.Data.Arguments, ev.Data.Error)
+			fmt.Fprintf(&b, "  %d %s %s call=%s args=%s error=%.240q\n", ev.Seq, ev.Time.Format("15:04:05.000"), ev.Kind, call, ev.Data.Arguments, ev.Data.Error)
 		}
 	}
 	return b.String()
