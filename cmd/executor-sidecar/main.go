@@ -111,7 +111,10 @@ func serve(args []string, stdin io.Reader, stdout io.Writer, log logr.Logger) er
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	executor.ReserveThreads(*reserve)
+	// Beside the handshake, not before it: a fresh process takes about a
+	// millisecond (up to ten on a busy node) to start them, and no command
+	// can run before the handshake is done.
+	go executor.ReserveThreads(*reserve)
 	env, err := localenv.New(*root,
 		localenv.WithEnvPolicy(tool.EnvPolicy(*policy)),
 		localenv.WithConfinement(*confine),

@@ -57,7 +57,7 @@ func TestReservedThreadsOutliveAFullPidsLimit(t *testing.T) {
 			cmd.Env = append(os.Environ(), pidsChildEnv+"="+cg, "EXECUTOR_TEST_RESERVE="+strconv.Itoa(tc.reserve), "GOMAXPROCS=2")
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
-			go_, err := cmd.StdinPipe()
+			stdin, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,7 +66,7 @@ func TestReservedThreadsOutliveAFullPidsLimit(t *testing.T) {
 			}
 			// Into the cgroup before it starts anything; then let it go.
 			writeFile(t, filepath.Join(cg, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid))
-			if _, err := go_.Write([]byte{1}); err != nil {
+			if _, err := stdin.Write([]byte{1}); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
@@ -166,7 +166,7 @@ func pidsHierarchy(t *testing.T) string {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a pids cgroup")
 	}
-	if _, err := os.Stat("/sys/fs/cgroup/pids/pids.max"); err == nil || isDir("/sys/fs/cgroup/pids") {
+	if fi, err := os.Stat("/sys/fs/cgroup/pids"); err == nil && fi.IsDir() {
 		return "/sys/fs/cgroup/pids" // cgroup v1
 	}
 	if ctl, err := os.ReadFile("/sys/fs/cgroup/cgroup.subtree_control"); err == nil && strings.Contains(string(ctl), "pids") {
@@ -174,11 +174,6 @@ func pidsHierarchy(t *testing.T) string {
 	}
 	t.Skip("no writable pids cgroup hierarchy")
 	return ""
-}
-
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
 }
 
 // emptyCgroup stops new forks in cg, kills what is left in it and removes it.

@@ -2,6 +2,10 @@ package localenv
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +20,7 @@ import (
 // holds the limit, refused (which ends a Go process). exec.Cmd.Wait alone blocks one thread per
 // running command.
 func TestRunningCommandsHoldNoThreads(t *testing.T) {
-	e, _ := newEnv(t)
+	e, dir := newEnv(t)
 	const n = 24
 	before, err := proctest.Threads()
 	if err != nil {
@@ -26,17 +30,29 @@ func TestRunningCommandsHoldNoThreads(t *testing.T) {
 	results := make([]*tool.ExecResult, n)
 	errs := make([]error, n)
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = e.ExecCommand(context.Background(), "sleep 2; echo done", tool.ExecOptions{Timeout: time.Minute})
-		}()
+		wg.Go(func() {
+			// Each says it started, then runs until the test releases it.
+			cmd := fmt.Sprintf("touch started.%d; while [ ! -e release ]; do sleep 0.05; done; echo done", i)
+			results[i], errs[i] = e.ExecCommand(context.Background(), cmd, tool.ExecOptions{Timeout: time.Minute})
+		})
 	}
-	time.Sleep(time.Second) // every command has started and is sleeping
+	release := func() { // writing it twice is harmless
+		if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	defer wg.Wait()
+	defer release() // a failure below still ends the commands
+	for i := range n {
+		for !exists(filepath.Join(dir, fmt.Sprintf("started.%d", i))) {
+			time.Sleep(10 * time.Millisecond) // polling the commands' progress
+		}
+	}
 	during, err := proctest.Threads()
 	if err != nil {
 		t.Fatal(err)
 	}
+	release()
 	wg.Wait()
 	for i := range n {
 		if errs[i] != nil || results[i].ExitCode != 0 || results[i].Stdout != "done\n" {
@@ -46,4 +62,22 @@ func TestRunningCommandsHoldNoThreads(t *testing.T) {
 	if grew := during - before; grew >= n/2 {
 		t.Fatalf("%d running commands added %d threads (%d before, %d during): each holds one", n, grew, before, during)
 	}
+}
+
+// TestAwaitExitWithoutAPidfdReturns is the fallback where no pidfd can be had (a kernel older
+// than 5.10, a seccomp profile without pidfd_open, a process already gone): awaitExit must
+// return at once, so the caller's Wait decides, instead of waiting for ever.
+func TestAwaitExitWithoutAPidfdReturns(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// Reaped by Run: pidfd_open fails with ESRCH (unless the pid was reused at once, which
+	// would make this wait for that process; the test then times out).
+	awaitExit(cmd.Process.Pid)
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
