@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-operator/agent-operator/internal/loop"
 )
 
 // A writer whose session another writer opened afterwards (a takeover
@@ -110,5 +112,69 @@ func TestExpiredFenceIsRenewed(t *testing.T) {
 	}
 	if len(final) != 6 {
 		t.Errorf("%d events, want 6", len(final))
+	}
+}
+
+// A writer that takes a session over replays every event the writer before
+// it got acknowledged, even one appended while the takeover opens the
+// journal (a replica frozen past its claim wakes up just then), and the
+// journal goes on with the new writer's own events: none of the old
+// writer's is spliced in at a seq the new one reuses. With the replay before
+// the fence, A's event was acknowledged after B's replay, and B's event of
+// the same seq lost to it (a CI run showed a tool call's end without its
+// start that way).
+func TestTakeoverReplaysWhatTheWriterBeforeAppendedWhileItOpened(t *testing.T) {
+	env := newTestEnv(t, EmbeddedOptions{}, PublisherOptions{})
+	ctx := context.Background()
+	evs := scriptedEvents(testSession.UID, 10)
+
+	a, _, err := env.pub.OpenJournal(ctx, testSession, JournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, ctx, a, evs[:4])
+
+	var aErr error
+	env.pub.afterFence = func() { // A wakes up while B opens the journal
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if aErr = a.Append(sctx, evs[4]); aErr == nil {
+			aErr = a.Sync(sctx)
+		}
+	}
+	b, replayed, err := env.pub.OpenJournal(ctx, testSession, JournalOptions{})
+	env.pub.afterFence = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := 4
+	switch {
+	case aErr == nil:
+		acked = 5
+	case !errors.Is(aErr, ErrFenced):
+		t.Fatalf("A's append while B opened: %v, want success or ErrFenced", aErr)
+	}
+	if len(replayed) != acked {
+		t.Fatalf("A got %d events acknowledged, B replayed %d", acked, len(replayed))
+	}
+
+	// B goes on with its own events (marked by their time).
+	var mine []loop.Event
+	for _, ev := range evs[len(replayed):] {
+		ev.Time = ev.Time.Add(time.Hour)
+		mine = append(mine, ev)
+	}
+	appendAll(t, ctx, b, mine)
+	final, err := Replay(ctx, env.js, testSession, FromLeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSequence(final); err != nil || len(final) != len(evs) {
+		t.Fatalf("journal after the takeover: %d events, %v", len(final), err)
+	}
+	for i, ev := range final[len(replayed):] {
+		if !ev.Time.Equal(mine[i].Time) {
+			t.Errorf("event %d (%s) is not B's: written at %s, B wrote %s", ev.Seq, ev.Kind, ev.Time, mine[i].Time)
+		}
 	}
 }

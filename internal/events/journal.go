@@ -48,6 +48,10 @@ type Publisher struct {
 
 	mu  sync.Mutex
 	obs jetstream.ObjectStore
+
+	// afterFence, when set (by tests), runs in OpenJournal between the
+	// fence and the replay.
+	afterFence func()
 }
 
 // NewPublisher returns a Publisher over nc. It does not create the stream;
@@ -173,16 +177,8 @@ type entry struct {
 // opts.Generation and start are set by OpenJournal). startSeq is the last
 // seq already journaled (0 for a new session).
 func (p *Publisher) NewJournal(session SessionRef, startSeq uint64, opts JournalOptions) (*Journal, error) {
-	if err := ValidateSession(session); err != nil {
+	if err := checkJournal(session, opts); err != nil {
 		return nil, fmt.Errorf("new journal: %w", err)
-	}
-	if session.UID == "" {
-		return nil, errors.New("new journal: session uid is empty")
-	}
-	if opts.Parent != nil {
-		if err := ValidateSession(*opts.Parent); err != nil {
-			return nil, fmt.Errorf("new journal: parent: %w", err)
-		}
 	}
 	if opts.Window <= 0 {
 		opts.Window = DefaultWindow
@@ -197,11 +193,44 @@ func (p *Publisher) NewJournal(session SessionRef, startSeq uint64, opts Journal
 		lastSeq: startSeq, backoff: opts.RetryMin, avail: true}, nil
 }
 
+func checkJournal(session SessionRef, opts JournalOptions) error {
+	if err := ValidateSession(session); err != nil {
+		return err
+	}
+	if session.UID == "" {
+		return errors.New("session uid is empty")
+	}
+	if opts.Parent != nil {
+		if err := ValidateSession(*opts.Parent); err != nil {
+			return fmt.Errorf("parent: %w", err)
+		}
+	}
+	return nil
+}
+
 // OpenJournal replays the journal of a session and returns a Journal that
 // continues it, with the replayed events (for loop.Restore). The new
 // Journal's generation is above every generation found in the stream, so
 // un-synced messages of a crashed writer can never shadow its events.
+//
+// The fence comes first and the replay after it: from the fence on the
+// server refuses every publish of an earlier writer (a replica frozen past
+// its claim that wakes up), so the replay holds every event that writer got
+// in. Replayed first, a stale writer's events could land between the replay
+// and the fence, at seqs this writer then reuses: readers keep the first of
+// two events of one seq, so the journal would splice the two writers'
+// histories (a tool call's end without its start).
 func (p *Publisher) OpenJournal(ctx context.Context, session SessionRef, opts JournalOptions) (*Journal, []loop.Event, error) {
+	if err := checkJournal(session, opts); err != nil {
+		return nil, nil, fmt.Errorf("open journal: %w", err)
+	}
+	fence, err := p.putFence(ctx, session, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.afterFence != nil {
+		p.afterFence()
+	}
 	res, err := replay(ctx, p.js, session, readOptions{stream: p.cfg, fromLeader: true})
 	if err != nil {
 		return nil, nil, err
@@ -217,9 +246,7 @@ func (p *Publisher) OpenJournal(ctx context.Context, session SessionRef, opts Jo
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := j.putFence(ctx); err != nil {
-		return nil, nil, err
-	}
+	j.fence = fence
 	return j, res.events, nil
 }
 
@@ -228,19 +255,30 @@ func (p *Publisher) OpenJournal(ctx context.Context, session SessionRef, opts Jo
 // once; the other resumes the session from the journal.
 var ErrFenced = errors.New("journal fenced: another writer opened this session's journal")
 
-// putFence publishes this writer's fence, a message on the session's fence
-// subject whose stream sequence every later publish of this writer expects
-// to be that subject's last (JetStream's expected last sequence per subject).
+// putFence publishes this writer's fence anew (its first one is gone past
+// the stream's retention).
 func (j *Journal) putFence(ctx context.Context) error {
-	ack, err := j.p.js.Publish(ctx, FenceSubject(j.p.cfg.Prefix, j.session),
-		[]byte(strconv.FormatUint(j.opts.Generation, 10)), jetstream.WithExpectStream(j.p.cfg.Name))
+	fence, err := j.p.putFence(ctx, j.session, []byte(strconv.FormatUint(j.opts.Generation, 10)))
 	if err != nil {
-		return fmt.Errorf("fence the journal of %s/%s: %w", j.session.Namespace, j.session.Name, err)
+		return err
 	}
 	j.mu.Lock()
-	j.fence = ack.Sequence
+	j.fence = fence
 	j.mu.Unlock()
 	return nil
+}
+
+// putFence publishes a writer's fence, a message on the session's fence
+// subject whose stream sequence (returned) every later publish of that
+// writer expects to be the subject's last (JetStream's expected last
+// sequence per subject). The body is the writer's generation when it is
+// known (a renewed fence), empty on open; nothing reads it.
+func (p *Publisher) putFence(ctx context.Context, session SessionRef, body []byte) (uint64, error) {
+	ack, err := p.js.Publish(ctx, FenceSubject(p.cfg.Prefix, session), body, jetstream.WithExpectStream(p.cfg.Name))
+	if err != nil {
+		return 0, fmt.Errorf("fence the journal of %s/%s: %w", session.Namespace, session.Name, err)
+	}
+	return ack.Sequence, nil
 }
 
 // windowLocked is how many publishes may be in flight. A replicated stream
