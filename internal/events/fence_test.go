@@ -128,11 +128,7 @@ func TestTakeoverReplaysWhatTheWriterBeforeAppendedWhileItOpened(t *testing.T) {
 	ctx := context.Background()
 	evs := scriptedEvents(testSession.UID, 10)
 
-	a, _, err := env.pub.OpenJournal(ctx, testSession, JournalOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendAll(t, ctx, a, evs[:4])
+	a := openWith(t, ctx, env.pub, evs[:4])
 
 	var aErr error
 	env.pub.afterFence = func() { // A wakes up while B opens the journal
@@ -177,4 +173,56 @@ func TestTakeoverReplaysWhatTheWriterBeforeAppendedWhileItOpened(t *testing.T) {
 			t.Errorf("event %d (%s) is not B's: written at %s, B wrote %s", ev.Seq, ev.Kind, ev.Time, mine[i].Time)
 		}
 	}
+}
+
+// A takeover that dies between its fence and its replay (the manager
+// killed, its context ended) leaves the old writer fenced and the journal
+// whole: the next writer replays every acknowledged event and continues it.
+func TestTakeoverThatDiesAfterItsFenceLeavesTheJournalWhole(t *testing.T) {
+	env := newTestEnv(t, EmbeddedOptions{}, PublisherOptions{})
+	ctx := context.Background()
+	evs := scriptedEvents(testSession.UID, 8)
+	a := openWith(t, ctx, env.pub, evs[:4])
+
+	bctx, die := context.WithCancel(ctx)
+	env.pub.afterFence = die
+	if _, _, err := env.pub.OpenJournal(bctx, testSession, JournalOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("B's open, its context ended after the fence: %v, want context.Canceled", err)
+	}
+	env.pub.afterFence = nil
+
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := a.Append(sctx, evs[4]); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Sync(sctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("A's Sync after B's fence = %v, want ErrFenced", err)
+	}
+	c, replayed, err := env.pub.OpenJournal(ctx, testSession, JournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(replayed) != 4 {
+		t.Fatalf("C replayed %d events, want A's 4 acknowledged ones", len(replayed))
+	}
+	appendAll(t, ctx, c, evs[4:])
+	final, err := Replay(ctx, env.js, testSession, FromLeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSequence(final); err != nil || len(final) != len(evs) {
+		t.Fatalf("journal after C: %d events, %v", len(final), err)
+	}
+}
+
+// openWith opens testSession's journal as a new writer and appends evs.
+func openWith(t *testing.T, ctx context.Context, pub *Publisher, evs []loop.Event) *Journal {
+	t.Helper()
+	j, _, err := pub.OpenJournal(ctx, testSession, JournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, ctx, j, evs)
+	return j
 }

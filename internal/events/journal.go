@@ -224,7 +224,7 @@ func (p *Publisher) OpenJournal(ctx context.Context, session SessionRef, opts Jo
 	if err := checkJournal(session, opts); err != nil {
 		return nil, nil, fmt.Errorf("open journal: %w", err)
 	}
-	fence, err := p.putFence(ctx, session, nil)
+	fence, err := p.putFence(ctx, session)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -258,7 +258,7 @@ var ErrFenced = errors.New("journal fenced: another writer opened this session's
 // putFence publishes this writer's fence anew (its first one is gone past
 // the stream's retention).
 func (j *Journal) putFence(ctx context.Context) error {
-	fence, err := j.p.putFence(ctx, j.session, []byte(strconv.FormatUint(j.opts.Generation, 10)))
+	fence, err := j.p.putFence(ctx, j.session)
 	if err != nil {
 		return err
 	}
@@ -271,10 +271,9 @@ func (j *Journal) putFence(ctx context.Context) error {
 // putFence publishes a writer's fence, a message on the session's fence
 // subject whose stream sequence (returned) every later publish of that
 // writer expects to be the subject's last (JetStream's expected last
-// sequence per subject). The body is the writer's generation when it is
-// known (a renewed fence), empty on open; nothing reads it.
-func (p *Publisher) putFence(ctx context.Context, session SessionRef, body []byte) (uint64, error) {
-	ack, err := p.js.Publish(ctx, FenceSubject(p.cfg.Prefix, session), body, jetstream.WithExpectStream(p.cfg.Name))
+// sequence per subject). Only its sequence counts: its body is empty.
+func (p *Publisher) putFence(ctx context.Context, session SessionRef) (uint64, error) {
+	ack, err := p.js.Publish(ctx, FenceSubject(p.cfg.Prefix, session), nil, jetstream.WithExpectStream(p.cfg.Name))
 	if err != nil {
 		return 0, fmt.Errorf("fence the journal of %s/%s: %w", session.Namespace, session.Name, err)
 	}
