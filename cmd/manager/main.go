@@ -16,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
@@ -265,9 +264,9 @@ func run(ctx context.Context, o options) error {
 		Controller:             config.Controller{UsePriorityQueue: ptr.To(o.priorityQueue)},
 		// Only the operator's pods (workspace and warm pool) are cached, not every pod of the cluster.
 		Cache: cacheOptions(o.watchNamespaces),
-		// Read only when a workspace pod is created: no cluster-wide informers for them.
+		// Read only when a workspace NetworkPolicy is written: no cluster-wide informers for them.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
-			&networkingv1.NetworkPolicy{}, &corev1.Service{}, &discoveryv1.EndpointSlice{},
+			&corev1.Service{}, &discoveryv1.EndpointSlice{},
 		}}},
 	})
 	if err != nil {
@@ -335,6 +334,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	rec.Client = client.WithFieldOwner(mgr.GetClient(), "agent-operator")
+	rec.APIReader = mgr.GetAPIReader()
 	rec.Scheme = mgr.GetScheme()
 	rec.Recorder = mgr.GetEventRecorder("agent-operator")
 	rec.Runner = run

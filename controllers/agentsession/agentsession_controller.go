@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,11 +52,14 @@ const stopPoll = time.Second
 // Reconciler reconciles AgentSessions: the workspace pod, the runner, status
 // and the finalizer.
 type Reconciler struct {
-	Client   client.Client
-	Scheme   *runtime.Scheme
-	Recorder events.EventRecorder
-	Runner   SessionRunner
-	Images   Images
+	Client client.Client
+	// APIReader reads from the API server where the cache may lag or not
+	// hold the object (default: Client).
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Runner    SessionRunner
+	Images    Images
 	// EventsPrefix is the first subject token of the events stream (default "agents").
 	EventsPrefix string
 	// Now is the clock (default time.Now).
@@ -210,6 +214,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return b.
 		Owns(&corev1.Pod{}, builder.WithPredicates(managed)).
+		// A workspace policy deleted or changed is restored (keepNetworkPolicy).
+		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(managed)).
 		// Children wake their parent (status.children): at once on a phase
 		// change, within StatusInterval for their tree figures (parentwake.go).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &agentsv1.AgentSession{}, parentWakeHandler(r.StatusInterval))).
@@ -231,7 +237,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=services,verbs=get
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -439,6 +445,22 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 		return obs, ctrl.Result{}, err
 	}
 	obs.pod = pod
+	if pod != nil && !podGone(pod) {
+		// Kept while the pod lives, not only when it is created: a runner
+		// starts only with the policy in place, a stop never waits for it.
+		obs.policyErr = r.keepNetworkPolicy(ctx, s)
+	}
+	obs, res, err := r.actOnPod(ctx, s, obs)
+	if obs.policyErr != nil && !errors.Is(err, obs.policyErr) {
+		err = errors.Join(err, obs.policyErr)
+	}
+	return obs, res, err
+}
+
+// actOnPod is act once the pod was read and its NetworkPolicy kept.
+func (r *Reconciler) actOnPod(ctx context.Context, s *agentsv1.AgentSession, obs observation) (observation, ctrl.Result, error) {
+	pod := obs.pod
+	var err error
 	if s.Spec.Abort || s.Status.Phase == agentsv1.PhaseFailed || s.Status.Phase == agentsv1.PhaseAborted {
 		// The children stop with their parent; each of them does the same for its own.
 		if err := runner.AbortChildren(ctx, r.Client, s); err != nil {
@@ -476,7 +498,7 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 		}
 		// A claimed warm-pool pod is ready already: its runner starts now,
 		// not a status write and a watch delivery later (issue 24).
-		return obs, ctrl.Result{}, r.ensureRunner(s, obs.pod)
+		return obs, ctrl.Result{}, r.ensureRunner(obs, s, obs.pod)
 	}
 	if s.Spec.Suspend {
 		obs.suspended = true
@@ -487,7 +509,7 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 	}
 	// The runner is the one owner of spec.limits.deadline: it bounds working
 	// time, which only a running input spends.
-	return obs, ctrl.Result{}, r.ensureRunner(s, pod)
+	return obs, ctrl.Result{}, r.ensureRunner(obs, s, pod)
 }
 
 // idle handles a session that finished its inputs (Succeeded or
@@ -515,7 +537,7 @@ func (r *Reconciler) idle(ctx context.Context, s *agentsv1.AgentSession, pod *co
 		case !podReady(pod):
 			return obs, ctrl.Result{}, nil // the pod watch brings Ready
 		}
-		return obs, ctrl.Result{}, r.ensureRunner(s, pod)
+		return obs, ctrl.Result{}, r.ensureRunner(obs, s, pod)
 	}
 	if sharedWorkspace(s) {
 		return obs, ctrl.Result{}, nil // the parent's pod is the parent's to release
@@ -560,9 +582,21 @@ func historyExpired(s *agentsv1.AgentSession) bool {
 	return c != nil && c.Status == metav1.ConditionFalse
 }
 
+// liveReader reads from the API server, not the cache.
+func (r *Reconciler) liveReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
 // ensureRunner starts the runner (a new one when the last one ended) and
-// offers it the messages.
-func (r *Reconciler) ensureRunner(s *agentsv1.AgentSession, pod *corev1.Pod) error {
+// offers it the messages; not while the pod's NetworkPolicy could not be
+// kept (obs.policyErr).
+func (r *Reconciler) ensureRunner(obs observation, s *agentsv1.AgentSession, pod *corev1.Pod) error {
+	if obs.policyErr != nil {
+		return obs.policyErr
+	}
 	if err := r.Runner.Ensure(s, pod.Name); err != nil {
 		return fmt.Errorf("start runner: %w", err)
 	}

@@ -2,6 +2,9 @@ package agentsession
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -37,7 +40,9 @@ import (
 //   - a host name (and the host of spec.workspace.git.repository, which the
 //     clone init container needs) is resolved by the manager when it creates
 //     the pod, and each address found is allowed; the policy is not refreshed
-//     afterwards, so a host whose addresses change may become unreachable;
+//     afterwards (only written again when it was deleted or changed, see
+//     keepNetworkPolicy), so a host whose addresses change may become
+//     unreachable;
 //   - a *.domain entry or a name that does not resolve allows nothing; such
 //     entries are listed in the annotation AnnotationUnresolvedEgress.
 //
@@ -67,51 +72,113 @@ func networkPolicyName(s *agentsv1.AgentSession) string { return s.Name + podNam
 // ensureNetworkPolicy creates (or updates) the NetworkPolicy confining the
 // session's workspace pod. Children in a shared workspace use their parent's.
 func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, s *agentsv1.AgentSession) error {
+	_, err := r.writeNetworkPolicy(ctx, s)
+	return err
+}
+
+// keepNetworkPolicy keeps the NetworkPolicy of a session whose pod is alive
+// as the controller wrote it, on every reconcile: read from the cache (the
+// operator's policies are watched), so a policy in place costs no request.
+// One that was deleted, or whose spec no longer has the hash it was written
+// with, is written again and a Warning Event says so.
+func (r *Reconciler) keepNetworkPolicy(ctx context.Context, s *agentsv1.AgentSession) error {
 	if sharedWorkspace(s) {
 		return nil
+	}
+	got := &networkingv1.NetworkPolicy{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: networkPolicyName(s)}, got)
+	switch {
+	case err == nil && policyIntact(got, s):
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("get network policy: %w", err)
+	}
+	wrote, err := r.writeNetworkPolicy(ctx, s)
+	if err != nil {
+		return err
+	}
+	if wrote { // not when only the cache had not seen the policy yet
+		ctrl.LoggerFrom(ctx).Info("Restored workspace network policy", "networkPolicy", networkPolicyName(s))
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonNetworkPolicyRestored, "RestoreNetworkPolicy",
+			"Workspace network policy %s was deleted or changed while its pod ran; written again", networkPolicyName(s))
+	}
+	return nil
+}
+
+// ReasonNetworkPolicyRestored is the Event reason of a workspace
+// NetworkPolicy written again after it was deleted or changed.
+const ReasonNetworkPolicyRestored = "NetworkPolicyRestored"
+
+// AnnotationPolicyHash holds the hash of the spec the controller wrote to a
+// workspace NetworkPolicy; a spec that no longer matches it was changed by
+// someone else.
+const AnnotationPolicyHash = "agent-operator.dev/policy-hash"
+
+// policyIntact reports whether np is controlled by s and has the spec the
+// controller wrote to it.
+func policyIntact(np *networkingv1.NetworkPolicy, s *agentsv1.AgentSession) bool {
+	ref := metav1.GetControllerOf(np)
+	return ref != nil && ref.UID == s.UID && np.Annotations[AnnotationPolicyHash] == policyHash(np.Spec)
+}
+
+// policyHash is a short hash of spec's JSON form.
+func policyHash(spec networkingv1.NetworkPolicySpec) string {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return "" // a spec always marshals; "" matches no annotation written
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}
+
+// writeNetworkPolicy creates the session's NetworkPolicy, or updates the
+// one that exists when it differs from the session's; wrote says whether it
+// wrote.
+func (r *Reconciler) writeNetworkPolicy(ctx context.Context, s *agentsv1.AgentSession) (wrote bool, err error) {
+	if sharedWorkspace(s) {
+		return false, nil
 	}
 	targets, unresolved := egressTargets(ctx, s, net.DefaultResolver.LookupNetIP)
 	var api []netip.Addr
 	if len(targets) > 0 {
-		var err error
 		if api, err = r.apiServerAddrs(ctx); err != nil {
-			return err
+			return false, err
 		}
 	}
 	want := buildNetworkPolicy(s, targets, unresolved, api)
 	if err := ctrl.SetControllerReference(s, want, r.Scheme); err != nil {
-		return fmt.Errorf("own network policy: %w", err)
+		return false, fmt.Errorf("own network policy: %w", err)
 	}
 	log := ctrl.LoggerFrom(ctx)
 	if len(unresolved) > 0 {
 		log.Info("Some allowed egress hosts resolve to no address and stay blocked", "hosts", unresolved)
 	}
 	// A new session's policy does not exist yet: create it, one request on
-	// every start's path (NetworkPolicies are not cached, so reading first
-	// was a second one). Only a policy that exists is read and compared.
-	err := r.Client.Create(ctx, want)
+	// every start's path. Only a policy that exists is read (live: the cache
+	// holds only the operator's policies and may lag) and compared.
+	err = r.Client.Create(ctx, want)
 	if err == nil {
 		log.Info("Created workspace network policy", "networkPolicy", klog.KObj(want))
-		return nil
+		return true, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create network policy: %w", err)
+		return false, fmt.Errorf("create network policy: %w", err)
 	}
 	got := &networkingv1.NetworkPolicy{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
-		return fmt.Errorf("get network policy: %w", err)
+	if err := r.liveReader().Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		return false, fmt.Errorf("get network policy: %w", err)
 	}
 	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != s.UID {
-		return reconcile.TerminalError(fmt.Errorf("network policy %s exists and is not controlled by session %s", got.Name, s.Name))
+		return false, reconcile.TerminalError(fmt.Errorf("network policy %s exists and is not controlled by session %s", got.Name, s.Name))
 	}
 	if equality.Semantic.DeepEqual(got.Spec, want.Spec) && equality.Semantic.DeepEqual(got.Annotations, want.Annotations) {
-		return nil
+		return false, nil
 	}
 	got.Spec, got.Annotations = want.Spec, want.Annotations
 	if err := r.Client.Update(ctx, got); err != nil {
-		return fmt.Errorf("update network policy: %w", err)
+		return false, fmt.Errorf("update network policy: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // apiServerAddrs returns the addresses of the Kubernetes API server as seen
@@ -264,8 +331,9 @@ func buildNetworkPolicy(s *agentsv1.AgentSession, targets []egressTarget, unreso
 			Egress:      egress,
 		},
 	}
+	np.Annotations = map[string]string{AnnotationPolicyHash: policyHash(np.Spec)}
 	if len(unresolved) > 0 {
-		np.Annotations = map[string]string{AnnotationUnresolvedEgress: strings.Join(unresolved, ",")}
+		np.Annotations[AnnotationUnresolvedEgress] = strings.Join(unresolved, ",")
 	}
 	return np
 }

@@ -3,6 +3,7 @@ package agentsession
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/netip"
@@ -11,12 +12,16 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -199,24 +204,10 @@ func TestNetworkPolicyOfANewSessionIsOneRequest(t *testing.T) {
 		{"a new session", nil, map[string]int{http.MethodPost: 1}, false},
 		{"its policy exists as it should", nil, map[string]int{http.MethodPost: 1, http.MethodGet: 1}, false},
 		{"its policy was changed", func(t *testing.T) {
-			np := &networkingv1.NetworkPolicy{}
-			if err := testClient.Get(t.Context(), key, np); err != nil {
-				t.Fatal(err)
-			}
-			np.Spec.Egress = nil
-			if err := testClient.Update(t.Context(), np); err != nil {
-				t.Fatal(err)
-			}
+			changePolicy(t, key, func(np *networkingv1.NetworkPolicy) { np.Spec.Egress = nil })
 		}, map[string]int{http.MethodPost: 1, http.MethodGet: 1, http.MethodPut: 1}, false},
 		{"a policy of its name that another owns", func(t *testing.T) {
-			np := &networkingv1.NetworkPolicy{}
-			if err := testClient.Get(t.Context(), key, np); err != nil {
-				t.Fatal(err)
-			}
-			np.OwnerReferences = nil
-			if err := testClient.Update(t.Context(), np); err != nil {
-				t.Fatal(err)
-			}
+			changePolicy(t, key, func(np *networkingv1.NetworkPolicy) { np.OwnerReferences = nil })
 		}, map[string]int{http.MethodPost: 1, http.MethodGet: 1}, true},
 	}
 	for _, st := range steps {
@@ -238,5 +229,160 @@ func TestNetworkPolicyOfANewSessionIsOneRequest(t *testing.T) {
 		if !st.err && len(np.Spec.Egress) == 0 {
 			t.Errorf("%s: the policy allows no DNS: %+v", st.name, np.Spec)
 		}
+	}
+}
+
+// TestWorkspacePolicyDeletedOrChangedIsRestored: a session's NetworkPolicy
+// deleted, or loosened, while its pod lives is written again as the
+// controller wrote it (the policies are watched), with a Warning Event.
+// Before, it was ensured only when the pod was created.
+func TestWorkspacePolicyDeletedOrChangedIsRestored(t *testing.T) {
+	ns := newNamespace(t)
+	s := validSession(ns)
+	s.Spec.Workspace.AllowedEgressHosts = []string{"192.0.2.7:443"}
+	if err := testClient.Create(t.Context(), s); err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	getPod(t, s)
+	key := types.NamespacedName{Namespace: ns, Name: networkPolicyName(s)}
+	first := &networkingv1.NetworkPolicy{}
+	if err := testClient.Get(t.Context(), key, first); err != nil {
+		t.Fatalf("the pod exists without its network policy: %v", err)
+	}
+
+	if err := testClient.Delete(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deleted policy written again", func() error {
+		np := &networkingv1.NetworkPolicy{}
+		if err := testClient.Get(t.Context(), key, np); err != nil {
+			return err
+		}
+		if np.UID == first.UID {
+			return errors.New("still the deleted policy")
+		}
+		if !equality.Semantic.DeepEqual(np.Spec, first.Spec) {
+			return fmt.Errorf("spec %+v, want %+v", np.Spec, first.Spec)
+		}
+		return nil
+	})
+	eventually(t, "a Warning Event names the restore", func() error {
+		var list eventsv1.EventList
+		if err := testClient.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.UID == first.OwnerReferences[0].UID && e.Reason == ReasonNetworkPolicyRestored && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return errors.New("no NetworkPolicyRestored Event")
+	})
+
+	// An egress rule without peers or ports allows everything.
+	changePolicy(t, key, func(np *networkingv1.NetworkPolicy) {
+		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{})
+	})
+	eventually(t, "the loosened policy written back", func() error {
+		np := &networkingv1.NetworkPolicy{}
+		if err := testClient.Get(t.Context(), key, np); err != nil {
+			return err
+		}
+		if !equality.Semantic.DeepEqual(np.Spec, first.Spec) {
+			return fmt.Errorf("egress %+v, want %+v", np.Spec.Egress, first.Spec.Egress)
+		}
+		return nil
+	})
+}
+
+// TestKeptNetworkPolicyInPlaceCostsNoRequest: keeping the policy, which
+// runs on every reconcile of a session with a pod, reads it from the cache:
+// no request while it is as written (its hash survives the API server's
+// round trip), a write once it was deleted or changed.
+func TestKeptNetworkPolicyInPlaceCostsNoRequest(t *testing.T) {
+	ns := newNamespace(t)
+	counted, log := testenv.CountRequests(testCfg, "/networkpolicies")
+	informers, err := cache.New(counted, cache.Options{Scheme: scheme.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = informers.Start(t.Context()) }()
+	c, err := client.New(counted, client.Options{Scheme: scheme.Scheme, Cache: &client.CacheOptions{Reader: informers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := client.New(counted, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: c, APIReader: live, Scheme: scheme.Scheme, Recorder: suiteRecorder}
+	// Never created, so the suite's manager leaves it alone.
+	s := validSession(ns)
+	s.UID = types.UID("uid-kept")
+	key := types.NamespacedName{Namespace: ns, Name: networkPolicyName(s)}
+	if err := r.ensureNetworkPolicy(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	cached := func(what string, ok func(*networkingv1.NetworkPolicy, error) bool) {
+		t.Helper()
+		eventually(t, what, func() error {
+			np := &networkingv1.NetworkPolicy{}
+			if err := c.Get(t.Context(), key, np); !ok(np, err) {
+				return fmt.Errorf("not yet (%v)", err)
+			}
+			return nil
+		})
+	}
+	cached("the cache holds the policy", func(_ *networkingv1.NetworkPolicy, err error) bool { return err == nil })
+	steps := []struct {
+		name   string
+		before func(t *testing.T)
+		want   map[string]int
+	}{
+		{"in place", nil, map[string]int{}},
+		{"changed", func(t *testing.T) {
+			changePolicy(t, key, func(np *networkingv1.NetworkPolicy) { np.Spec.Egress = nil })
+			cached("the cache sees the change", func(np *networkingv1.NetworkPolicy, err error) bool { return err == nil && len(np.Spec.Egress) == 0 })
+		}, map[string]int{http.MethodPost: 1, http.MethodGet: 1, http.MethodPut: 1}},
+		{"in place again", func(t *testing.T) {
+			cached("the cache sees the restore", func(np *networkingv1.NetworkPolicy, err error) bool { return err == nil && len(np.Spec.Egress) > 0 })
+		}, map[string]int{}},
+		{"deleted", func(t *testing.T) {
+			if err := testClient.Delete(t.Context(), &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}}); err != nil {
+				t.Fatal(err)
+			}
+			cached("the cache sees the delete", func(_ *networkingv1.NetworkPolicy, err error) bool { return apierrors.IsNotFound(err) })
+		}, map[string]int{http.MethodPost: 1}},
+	}
+	for _, st := range steps {
+		if st.before != nil {
+			st.before(t)
+		}
+		log.Take()
+		if err := r.keepNetworkPolicy(t.Context(), s); err != nil {
+			t.Errorf("%s: %v", st.name, err)
+		}
+		if got := log.Take(); !maps.Equal(got, st.want) {
+			t.Errorf("%s: requests %v, want %v", st.name, got, st.want)
+		}
+		np := &networkingv1.NetworkPolicy{}
+		if err := live.Get(t.Context(), key, np); err != nil || len(np.Spec.Egress) == 0 {
+			t.Errorf("%s: policy %+v, %v: want it with its DNS rule", st.name, np.Spec, err)
+		}
+	}
+}
+
+// changePolicy changes the stored policy of key, as someone else would.
+func changePolicy(t *testing.T, key types.NamespacedName, change func(*networkingv1.NetworkPolicy)) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		np := &networkingv1.NetworkPolicy{}
+		if err := testClient.Get(t.Context(), key, np); err != nil {
+			return err
+		}
+		change(np)
+		return testClient.Update(t.Context(), np)
+	}); err != nil {
+		t.Fatalf("change policy %s: %v", key, err)
 	}
 }

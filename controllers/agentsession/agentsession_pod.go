@@ -7,6 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -65,6 +66,8 @@ const (
 func CacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy})},
+		// The workspace policies, watched so one deleted or changed is restored.
+		&networkingv1.NetworkPolicy{}: {Label: labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy})},
 		// Only the sessions' claims, not every Lease of the cluster (node heartbeats).
 		&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{claim.LabelClaim: "true"})},
 	}}

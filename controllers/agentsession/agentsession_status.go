@@ -19,6 +19,9 @@ import (
 type observation struct {
 	// pod is the workspace pod, nil when there is none.
 	pod *corev1.Pod
+	// policyErr is why the live pod's NetworkPolicy could not be kept
+	// (keepNetworkPolicy); no runner starts on the pod meanwhile.
+	policyErr error
 	// lost is set when a pod the session was using is gone and cannot be
 	// replaced, to the reason: ReasonWorkspaceLost, or ReasonWorkspaceOOMKilled
 	// when the kernel killed the workspace container. Empty otherwise.

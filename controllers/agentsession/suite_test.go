@@ -178,6 +178,7 @@ func startManager(cfg *rest.Config) (func(), error) {
 	}
 	rec.Metrics = suiteMetrics
 	rec.Client = mgr.GetClient()
+	rec.APIReader = mgr.GetAPIReader()
 	rec.Scheme = mgr.GetScheme()
 	rec.Recorder = mgr.GetEventRecorder("agent-operator")
 	suiteRecorder = rec.Recorder

@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -72,6 +73,19 @@ var _ = Describe("session lifecycle", Ordered, ContinueOnFailure, Label("lifecyc
 		// The idle session's runner ended and closed its exec stream: no executor runs in the pod.
 		Eventually(func(ctx context.Context) (int, error) { return executorsIn(ctx, ns, done.Status.PodName) }).
 			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeZero(), "executor processes in the idle pod")
+
+		// Its workspace NetworkPolicy, deleted while the pod is kept, is written again: the
+		// manager watches the policies it owns (chart RBAC list/watch), not only ensures one
+		// when a pod is created.
+		policy := &networkingv1.NetworkPolicy{}
+		Expect(f.Client.Get(ctx, objectKey(ns, s.Name+"-ws"), policy)).To(Succeed())
+		Expect(f.Client.Delete(ctx, policy)).To(Succeed())
+		Eventually(func(g Gomega, ctx context.Context) {
+			got := &networkingv1.NetworkPolicy{}
+			g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(policy), got)).To(Succeed())
+			g.Expect(got.UID).NotTo(Equal(policy.UID), "still the deleted policy")
+			g.Expect(got.Spec).To(Equal(policy.Spec))
+		}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(time.Second).Should(Succeed(), "the deleted workspace policy restored")
 
 		// 40 s past the deadline's wall-clock time it is still Succeeded, with its pod.
 		until := done.Status.StartTime.Add(20*time.Second + 40*time.Second)
