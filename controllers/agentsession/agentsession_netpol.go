@@ -86,7 +86,13 @@ func (r *Reconciler) keepNetworkPolicy(ctx context.Context, s *agentsv1.AgentSes
 		return nil
 	}
 	got := &networkingv1.NetworkPolicy{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: networkPolicyName(s)}, got)
+	key := types.NamespacedName{Namespace: s.Namespace, Name: networkPolicyName(s)}
+	err := r.Client.Get(ctx, key, got)
+	if apierrors.IsNotFound(err) {
+		// The cache may not have seen a policy created a moment ago: one
+		// read, not the names resolved and a create refused.
+		err = r.liveReader().Get(ctx, key, got)
+	}
 	switch {
 	case err == nil && policyIntact(got, s):
 		return nil
