@@ -707,7 +707,9 @@ type WorkspaceSpec struct {
 	// +optional
 	Git *GitSource `json:"git,omitempty"`
 
-	// env adds environment variables to the workspace container.
+	// env adds environment variables to the workspace container. A valueFrom.secretKeyRef
+	// must name a Secret labelled agent-operator.dev/workspace-secret: "true" (the workspace,
+	// its code and the model can read it); otherwise the session fails with ConfigError.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -803,6 +805,8 @@ type GitSource struct {
 	Ref string `json:"ref,omitempty"`
 	// credentialsSecretRef names a Secret mounted only into the clone init container. Keys:
 	// username and password (https) or ssh-privatekey and optionally known_hosts (ssh).
+	// It must be labelled agent-operator.dev/git-credentials: "true"; otherwise the session
+	// fails with ConfigError.
 	// +optional
 	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
 	// push commits the session's change on a branch and pushes it from the operator when

@@ -32,11 +32,18 @@ const (
 	ReasonPushFailed = "PushFailed"
 )
 
-// LabelGitCredentials opts a Secret in as push credentials: the operator sends only Secrets
+// LabelGitCredentials opts a Secret in as git credentials: the operator sends only Secrets
 // labelled agent-operator.dev/git-credentials: "true" to a remote named by
-// spec.workspace.git.push (otherwise anyone allowed to create a session could have the
-// operator send any Secret of the namespace to a server of their choosing).
+// spec.workspace.git.push, and mounts only such a Secret as the clone credentials of
+// spec.workspace.git.credentialsSecretRef (otherwise anyone allowed to create a session could
+// have the operator send any Secret of the namespace to a server of their choosing).
 const LabelGitCredentials = "agent-operator.dev/git-credentials"
+
+// LabelWorkspaceSecret opts a Secret in for spec.workspace.env: a valueFrom.secretKeyRef of
+// the workspace container must name a Secret labelled agent-operator.dev/workspace-secret:
+// "true". The manager creates the pod, so without it anyone allowed to create a session
+// could read any Secret of the namespace from the workspace.
+const LabelWorkspaceSecret = "agent-operator.dev/workspace-secret"
 
 // Limits of status.changes and spec.outputs.
 const (

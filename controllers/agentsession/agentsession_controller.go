@@ -492,6 +492,9 @@ func (r *Reconciler) actOnPod(ctx context.Context, s *agentsv1.AgentSession, obs
 			// reconciles (Add events) go before a queue of held sessions.
 			return obs, ctrl.Result{RequeueAfter: quotaPoll, Priority: ptr.To(handler.LowPriority)}, err
 		}
+		if obs.configError, err = r.workspaceSecretsProblem(ctx, s); obs.configError != "" || err != nil {
+			return obs, ctrl.Result{}, err
+		}
 		obs.pod, err = r.createPod(ctx, s)
 		if err != nil || obs.pod == nil || !podReady(obs.pod) || s.Spec.Suspend {
 			return obs, ctrl.Result{}, err
@@ -532,6 +535,9 @@ func (r *Reconciler) idle(ctx context.Context, s *agentsv1.AgentSession, pod *co
 			return obs, ctrl.Result{}, nil // the parent's pod; the parent brings it back
 		case pod == nil:
 			var err error
+			if obs.configError, err = r.workspaceSecretsProblem(ctx, s); obs.configError != "" || err != nil {
+				return obs, ctrl.Result{}, err
+			}
 			obs.pod, err = r.createPod(ctx, s)
 			return obs, ctrl.Result{}, err
 		case !podReady(pod):

@@ -19,6 +19,9 @@ import (
 type observation struct {
 	// pod is the workspace pod, nil when there is none.
 	pod *corev1.Pod
+	// configError says why a Secret the pod would reference may not be used
+	// (workspaceSecretsProblem): the session fails with ConfigError.
+	configError string
 	// policyErr is why the live pod's NetworkPolicy could not be kept
 	// (keepNetworkPolicy); no runner starts on the pod meanwhile.
 	policyErr error
@@ -238,6 +241,8 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 	}
 	p := obs.progress
 	switch {
+	case obs.configError != "":
+		return agentsv1.PhaseFailed, agentsv1.ReasonConfigError, obs.configError
 	case obs.lost == agentsv1.ReasonWorkspaceInitFailed:
 		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceInitFailed, "the workspace pod could not start: " + obs.initFailure
 	case obs.lost == agentsv1.ReasonWorkspaceOOMKilled:
@@ -286,6 +291,8 @@ const startingMessage = "starting the agent"
 func workspaceCondition(obs observation) metav1.Condition {
 	c := metav1.Condition{Type: agentsv1.ConditionWorkspaceReady, Status: metav1.ConditionFalse}
 	switch {
+	case obs.configError != "":
+		c.Reason, c.Message = agentsv1.ReasonConfigError, obs.configError
 	case obs.lost == agentsv1.ReasonWorkspaceInitFailed:
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceInitFailed, obs.initFailure
 	case obs.lost == agentsv1.ReasonWorkspaceOOMKilled:

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/llm/llmtest"
@@ -130,6 +131,79 @@ func TestAPIKeyOnlyFromOptedInSecrets(t *testing.T) {
 			}
 			if strings.Contains(got.Status.Error, key) || strings.Contains(c.Message, key) {
 				t.Error("the status shows the Secret's value")
+			}
+		})
+	}
+}
+
+// TestWorkspaceSecretsOnlyWhenOptedIn: the manager creates the workspace
+// pod, so a Secret the pod would reference (an env secretKeyRef, the clone
+// credentials) must carry its opt-in label; otherwise the session fails with
+// ConfigError and no pod is created. Before, any Secret of the namespace
+// could be read from the workspace by whoever may create a session.
+func TestWorkspaceSecretsOnlyWhenOptedIn(t *testing.T) {
+	const value = "s3cret-workspace-0123456789"
+	workspaceLabel := map[string]string{agentsv1.LabelWorkspaceSecret: "true"}
+	gitLabel := map[string]string{agentsv1.LabelGitCredentials: "true"}
+	env := func(optional bool) func(*agentsv1.AgentSession) {
+		return func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "token", Optional: ptr.To(optional)}}}}
+		}
+	}
+	clone := func(s *agentsv1.AgentSession) {
+		s.Spec.Workspace.Git = &agentsv1.GitSource{Repository: "https://192.0.2.9/org/app.git",
+			CredentialsSecretRef: &corev1.LocalObjectReference{Name: "creds"}}
+	}
+	tests := []struct {
+		name      string
+		secret    bool
+		labels    map[string]string
+		spec      func(*agentsv1.AgentSession)
+		wantError string // "": a pod is created
+	}{
+		{"env from an unlabelled Secret", true, nil, env(false), "spec.workspace.env TOKEN names secret creds, which is not opted in"},
+		{"env from a Secret labelled for git only", true, gitLabel, env(false), "agent-operator.dev/workspace-secret=true"},
+		{"env from an opted-in Secret", true, workspaceLabel, env(false), ""},
+		{"env from a missing Secret", false, nil, env(false), "names secret creds, which does not exist"},
+		{"env from a missing optional Secret", false, nil, env(true), ""},
+		{"clone credentials unlabelled", true, nil, clone, "spec.workspace.git.credentialsSecretRef names secret creds, which is not opted in"},
+		{"clone credentials labelled for the workspace only", true, workspaceLabel, clone, "agent-operator.dev/git-credentials=true"},
+		{"clone credentials opted in", true, gitLabel, clone, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			if tt.secret {
+				sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns, Labels: tt.labels},
+					StringData: map[string]string{"token": value, "username": "u", "password": value}}
+				if err := testClient.Create(t.Context(), sec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := validSession(ns)
+			tt.spec(s)
+			if err := testClient.Create(t.Context(), s); err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantError == "" {
+				getPod(t, s)
+				return
+			}
+			got := waitPhase(t, s, agentsv1.PhaseFailed, nil)
+			c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionCompleted)
+			if c == nil || c.Reason != agentsv1.ReasonConfigError || !strings.Contains(got.Status.Error, tt.wantError) {
+				t.Errorf("Completed = %+v, error %q; want ConfigError with %q", c, got.Status.Error, tt.wantError)
+			}
+			if strings.Contains(got.Status.Error, value) {
+				t.Error("the status shows the Secret's value")
+			}
+			var pods corev1.PodList
+			if err := testClient.List(t.Context(), &pods, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			if len(pods.Items) != 0 {
+				t.Errorf("%d pods created for a session whose Secret is not opted in", len(pods.Items))
 			}
 		})
 	}

@@ -158,15 +158,13 @@ func serverGit(ctx context.Context, ns, pod string, args ...string) (string, int
 	return res.Stdout, res.ExitCode
 }
 
-// gitCredentials creates a Secret with the git user and password; push credentials are
-// opted in with agentsv1.LabelGitCredentials.
-func gitCredentials(ctx context.Context, ns, name, password string, push bool) {
+// gitCredentials creates a Secret with the git user and password, opted in with
+// agentsv1.LabelGitCredentials (clone and push credentials need it alike).
+func gitCredentials(ctx context.Context, ns, name, password string) {
 	GinkgoHelper()
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		Labels: map[string]string{agentsv1.LabelGitCredentials: "true"}},
 		StringData: map[string]string{"username": gitUser, "password": password}}
-	if push {
-		sec.Labels = map[string]string{agentsv1.LabelGitCredentials: "true"}
-	}
 	Expect(f.Client.Create(ctx, sec)).To(Succeed())
 }
 
@@ -259,9 +257,9 @@ var _ = Describe("changes out: a pushed branch, a stored patch and artifacts", O
 	BeforeAll(func(ctx SpecContext) {
 		ns = f.SpecNamespace(ctx, "ao-changes")
 		repo, server = deployGitServer(ctx, ns, password)
-		gitCredentials(ctx, ns, "clone-creds", password, false)
-		gitCredentials(ctx, ns, "push-creds", password, true)
-		gitCredentials(ctx, ns, "wrong-creds", wrongPassword, true)
+		gitCredentials(ctx, ns, "clone-creds", password)
+		gitCredentials(ctx, ns, "push-creds", password)
+		gitCredentials(ctx, ns, "wrong-creds", wrongPassword)
 	}, NodeTimeout(4*time.Minute))
 
 	diff := func(ctx context.Context, name string, args ...string) framework.PluginResult {

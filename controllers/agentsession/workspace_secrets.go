@@ -1,0 +1,69 @@
+package agentsession
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+)
+
+// The Secrets a workspace pod would reference.
+//
+// The manager creates the workspace pod, so a Secret the pod references is
+// resolved with the manager's rights, not those of the session's author: a
+// user who may only create AgentSessions could otherwise name any Secret of
+// the namespace in spec.workspace.env (valueFrom.secretKeyRef) or as the
+// clone credentials and read it from the workspace (the model, the tools and
+// the session's events see the workspace). Like the LLM and MCP credentials,
+// such a Secret must be opted in by a label set by whoever may label it:
+//   - an env secretKeyRef: agentsv1.LabelWorkspaceSecret;
+//   - spec.workspace.git.credentialsSecretRef: agentsv1.LabelGitCredentials,
+//     the label of push credentials (both may be sent to the git host the
+//     session names).
+//
+// A Secret not opted in, or missing (unless the reference is optional), ends
+// the session Failed with reason ConfigError before any pod is created.
+
+// workspaceSecretsProblem returns why the workspace pod of s may not be
+// created because of a Secret it references ("" when it may), or an error
+// when a Secret could not be read.
+func (r *Reconciler) workspaceSecretsProblem(ctx context.Context, s *agentsv1.AgentSession) (string, error) {
+	type ref struct {
+		name, field, label string
+		optional           bool
+	}
+	var refs []ref
+	for _, e := range s.Spec.Workspace.Env {
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			continue
+		}
+		k := e.ValueFrom.SecretKeyRef
+		refs = append(refs, ref{k.Name, fmt.Sprintf("spec.workspace.env %s", e.Name), agentsv1.LabelWorkspaceSecret, k.Optional != nil && *k.Optional})
+	}
+	if g := s.Spec.Workspace.Git; g != nil && g.CredentialsSecretRef != nil {
+		refs = append(refs, ref{g.CredentialsSecretRef.Name, "spec.workspace.git.credentialsSecretRef", agentsv1.LabelGitCredentials, false})
+	}
+	for _, rf := range refs {
+		sec := &corev1.Secret{}
+		// Live: Secrets are not cached (the cache would hold every Secret).
+		err := r.liveReader().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: rf.name}, sec)
+		switch {
+		case apierrors.IsNotFound(err) && rf.optional:
+			continue
+		case apierrors.IsNotFound(err):
+			return fmt.Sprintf("%s names secret %s, which does not exist", rf.field, rf.name), nil
+		case err != nil:
+			return "", fmt.Errorf("get secret %s of %s: %w", rf.name, rf.field, err)
+		}
+		if sec.Labels[rf.label] != "true" {
+			return fmt.Sprintf("%s names secret %s, which is not opted in for the workspace: the operator gives the "+
+				"workspace only Secrets labelled %s=true (kubectl label secret %s %s=true); no pod was created",
+				rf.field, rf.name, rf.label, rf.name, rf.label), nil
+		}
+	}
+	return "", nil
+}
