@@ -45,7 +45,7 @@ func startListener(ctx context.Context, c *Conn, httpClient *http.Client) *liste
 	connect := func(ctx context.Context) *sdk.ClientSession {
 		ctx, cancel := context.WithTimeout(ctx, c.timeout)
 		defer cancel()
-		s, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: c.server.URL, HTTPClient: httpClient, MaxRetries: -1}, nil)
+		s, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: c.server.URL, HTTPClient: httpClient, MaxRetries: -1, MaxEventSize: int(c.limit)}, nil)
 		if err != nil {
 			return nil
 		}

@@ -74,6 +74,7 @@ type Server struct {
 type Conn struct {
 	server  Server
 	timeout time.Duration
+	limit   int64 // MaxResponseBytes, lowered in tests
 	session *sdk.ClientSession
 	stdio   *processPipe // a stdio server's pipe; nil for a remote server
 
@@ -104,8 +105,14 @@ type Conn struct {
 // session. The server's notifications/tools/list_changed come on
 // a stdio server's stream, and for a remote server on a second session kept
 // for them alone (listen.go), so that a stream a proxy cuts never breaks
-// tool calls.
+// tool calls. No message of the server larger than MaxResponseBytes is
+// read: it fails its call (or connecting).
 func Connect(ctx context.Context, s Server) (*Conn, error) {
+	return connect(ctx, s, MaxResponseBytes)
+}
+
+// connect is Connect with limit in place of MaxResponseBytes.
+func connect(ctx context.Context, s Server, limit int64) (*Conn, error) {
 	if err := validPatterns(s.AllowedTools, s.DeniedTools); err != nil {
 		return nil, fmt.Errorf("mcp server %s: %w", s.Name, err)
 	}
@@ -113,7 +120,7 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	c := &Conn{server: s, timeout: timeout}
+	c := &Conn{server: s, timeout: timeout, limit: limit}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -122,7 +129,10 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 	client := sdk.NewClient(clientImpl, &sdk.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.noteListChanged() },
 	})
-	httpClient := &http.Client{Transport: headerTransport{headers: s.Headers, base: guardedTransport()}}
+	httpClient := &http.Client{Transport: headerTransport{
+		headers: s.Headers,
+		base:    limitTransport{server: s.Name, limit: limit, base: guardedTransport()},
+	}}
 	var transport sdk.Transport = &sdk.StreamableClientTransport{
 		Endpoint:   s.URL,
 		HTTPClient: httpClient,
@@ -131,6 +141,7 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 		// session of their own (listen.go).
 		DisableStandaloneSSE: true,
 		MaxRetries:           -1,
+		MaxEventSize:         int(limit),
 	}
 	where := "at " + s.URL
 	if s.Start != nil {
@@ -140,7 +151,7 @@ func Connect(ctx context.Context, s Server) (*Conn, error) {
 			return nil, fmt.Errorf("start mcp server %s %s: %w", s.Name, where, describe(ctx, err, timeout))
 		}
 		c.stdio = &processPipe{rwc: rwc}
-		transport = &sdk.IOTransport{Reader: c.stdio, Writer: c.stdio}
+		transport = &sdk.IOTransport{Reader: c.stdio, Writer: c.stdio, MaxLineLength: int(limit)}
 	}
 	var session *sdk.ClientSession
 	var err error
@@ -220,7 +231,7 @@ func (c *Conn) connectRemoteOnce(ctx, parent context.Context, client *sdk.Client
 	// cut by Close, not the connect timeout's.
 	streamCtx, endStream := context.WithCancel(parent)
 	connecting := context.AfterFunc(ctx, endStream) // the timeout still bounds connecting
-	old, oldErr := client.Connect(streamCtx, &sdk.SSEClientTransport{Endpoint: c.server.URL, HTTPClient: httpClient}, nil)
+	old, oldErr := client.Connect(streamCtx, &sdk.SSEClientTransport{Endpoint: c.server.URL, HTTPClient: httpClient, MaxEventSize: int(c.limit)}, nil)
 	if connecting() && oldErr == nil {
 		c.sse, c.endStream = true, endStream
 		return old, nil
