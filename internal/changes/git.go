@@ -2,9 +2,11 @@ package changes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -173,20 +175,30 @@ func (r *repo) revParse(ctx context.Context, rev string) (string, bool, error) {
 	return strings.TrimSpace(out), true, nil
 }
 
-// readFile reads a file of the workspace (relative to the root) whole,
-// in chunks the executor can carry.
-func (r *repo) readFile(ctx context.Context, name string, size int64) ([]byte, error) {
+// readFile reads a file of the workspace (relative to the root) whole, in
+// chunks the executor can carry. size is what the workspace reported
+// (fileSize): it must be within 0..limit before anything is allocated or
+// read, and the read fails as soon as the workspace delivers more bytes than
+// it claimed, or fewer.
+func (r *repo) readFile(ctx context.Context, name string, size, limit int64) ([]byte, error) {
+	if size < 0 || size > limit {
+		return nil, fmt.Errorf("read %s: the workspace reports %d bytes, outside the limit of 0 to %d bytes", name, size, limit)
+	}
 	if size <= chunkBytes {
 		fc, err := r.env.ReadFile(ctx, name, tool.ReadOptions{MaxBytes: chunkBytes + 1})
 		if err != nil {
 			return nil, err
 		}
+		if err := checkChunk(name, len(fc.Content), size); err != nil {
+			return nil, err
+		}
 		return fc.Content, nil
 	}
-	out := make([]byte, 0, size)
+	out := make([]byte, 0, size) // within the limit, checked above
 	part := path.Join(path.Dir(name), "part")
 	for off := int64(0); off < size; off += chunkBytes {
-		line := fmt.Sprintf("tail -c +%d %s | head -c %d > %s", off+1, quote(name), chunkBytes, quote(part))
+		want := min(chunkBytes, size-off)
+		line := fmt.Sprintf("tail -c +%d %s | head -c %d > %s", off+1, quote(name), want, quote(part))
 		if _, err := r.sh(ctx, line, nil); err != nil {
 			return nil, fmt.Errorf("cut %s: %w", name, err)
 		}
@@ -194,23 +206,58 @@ func (r *repo) readFile(ctx context.Context, name string, size int64) ([]byte, e
 		if err != nil {
 			return nil, err
 		}
+		if err := checkChunk(name, len(fc.Content), want); err != nil {
+			return nil, fmt.Errorf("at byte %d: %w", off, err)
+		}
 		out = append(out, fc.Content...)
-	}
-	if int64(len(out)) != size {
-		return nil, fmt.Errorf("read %s: got %d bytes of %d", name, len(out), size)
 	}
 	return out, nil
 }
 
-// fileSize is the size of a workspace file in bytes.
+// checkChunk compares the bytes one read of name delivered with the want
+// it asked for.
+func checkChunk(name string, got int, want int64) error {
+	switch {
+	case int64(got) > want:
+		return fmt.Errorf("read %s: the workspace delivered more bytes than the %d it reported; stopped", name, want)
+	case int64(got) < want:
+		return fmt.Errorf("read %s: got %d bytes of the %d the workspace reported", name, got, want)
+	}
+	return nil
+}
+
+// fileSize is the size of a workspace file in bytes, as wc -c in the
+// workspace prints it (see parseSize). The workspace may lie: callers
+// compare it with their limit and readFile checks it against the bytes
+// delivered.
 func (r *repo) fileSize(ctx context.Context, name string) (int64, error) {
 	out, err := r.sh(ctx, "wc -c < "+quote(name), nil)
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	if _, err := fmt.Sscan(strings.TrimSpace(out), &n); err != nil {
-		return 0, fmt.Errorf("size of %s: %q: %w", name, out, err)
+	n, err := parseSize(out)
+	if err != nil {
+		return 0, fmt.Errorf("size of %s: %w", name, err)
+	}
+	return n, nil
+}
+
+// parseSize parses a byte count printed by wc -c: decimal digits only,
+// with surrounding white space (some wc pad it), fitting an int64.
+// Anything else (a sign, a fraction, a suffix, an exponent, several
+// numbers) is an error quoting the first bytes of out.
+func parseSize(out string) (int64, error) {
+	s := strings.TrimSpace(out)
+	shown := out
+	if len(shown) > 40 {
+		shown = shown[:40] + "..."
+	}
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, fmt.Errorf("the workspace answered %q, not a byte count", shown)
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("the workspace answered %q, not a byte count: %w", shown, errors.Unwrap(err))
 	}
 	return n, nil
 }

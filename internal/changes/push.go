@@ -70,7 +70,7 @@ func (rc *Recorder) push(ctx context.Context, r *repo, s *agentsv1.AgentSession,
 	}
 	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
 	defer cancel()
-	err := pushBranch(ctx, r, remote, cred, c, p.Force)
+	err := pushBranch(ctx, r, remote, cred, c, p.Force, rc.maxPackBytes())
 	if err != nil {
 		return agentsv1.ReasonPushFailed, redact(err.Error(), cred)
 	}
@@ -92,8 +92,9 @@ func checkProtected(s *agentsv1.AgentSession, branch string) error {
 
 // pushBranch runs git's push protocol (smart HTTP) from here: the remote's
 // refs are read with the credentials, the workspace builds a pack of the
-// objects the remote lacks, and the pack is sent with the ref update.
-func pushBranch(ctx context.Context, r *repo, remote string, cred credentials, c *agentsv1.Changes, force bool) error {
+// objects the remote lacks, and the pack, at most maxPack bytes, is sent
+// with the ref update.
+func pushBranch(ctx context.Context, r *repo, remote string, cred credentials, c *agentsv1.Changes, force bool, maxPack int64) error {
 	u, err := url.Parse(remote)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") {
 		return fmt.Errorf("push to %s: only http:// and https:// remotes are supported", redactURL(remote))
@@ -139,7 +140,7 @@ func pushBranch(ctx context.Context, r *repo, remote string, cred credentials, c
 	} else {
 		caps = capability.NewList()
 	}
-	pack, err := r.pack(ctx, c.Head, remoteRefs, !caps.Supports(noThin), caps.Supports(capability.OFSDelta))
+	pack, err := r.pack(ctx, c.Head, remoteRefs, !caps.Supports(noThin), caps.Supports(capability.OFSDelta), maxPack)
 	if err != nil {
 		return fmt.Errorf("push: build the pack: %w", err)
 	}
@@ -162,8 +163,9 @@ func pushBranch(ctx context.Context, r *repo, remote string, cred credentials, c
 }
 
 // pack builds, in the workspace, the pack of head's objects minus what the
-// remote's refs reach (those of them the workspace has), and reads it.
-func (r *repo) pack(ctx context.Context, head string, remoteRefs map[string]plumbing.Hash, thin, ofs bool) ([]byte, error) {
+// remote's refs reach (those of them the workspace has), and reads it; a
+// pack the workspace reports over limit bytes is refused without reading it.
+func (r *repo) pack(ctx context.Context, head string, remoteRefs map[string]plumbing.Hash, thin, ofs bool, limit int64) ([]byte, error) {
 	var have []string
 	for _, h := range remoteRefs {
 		if !h.IsZero() {
@@ -213,7 +215,12 @@ func (r *repo) pack(ctx context.Context, head string, remoteRefs map[string]plum
 	if err != nil {
 		return nil, err
 	}
-	return r.readFile(ctx, file, size)
+	if size > limit {
+		return nil, fmt.Errorf("the pack is %d bytes, over the operator's limit of %d bytes for one push; "+
+			"make the change smaller (leave large or generated files out of the work tree or list them in .gitignore), "+
+			"or push to a remote that already has the commits the session started from", size, limit)
+	}
+	return r.readFile(ctx, file, size, limit)
 }
 
 // redact removes the credentials from a message.

@@ -35,6 +35,14 @@ const (
 // (and pushed) but its patch is not stored.
 const MaxPatchBytes = 256 << 20
 
+// DefaultMaxPackBytes is the default of Recorder.MaxPackBytes, the largest
+// pack a push reads from the workspace into the operator, the same bound as
+// MaxPatchBytes (the pack of a change is usually smaller than its binary
+// patch, but it holds every commit the remote lacks). A push holds its pack
+// about twice (go-git copies it into the request body), so one push at the
+// limit needs about 512 MiB of the manager's memory.
+const DefaultMaxPackBytes = 256 << 20
+
 // Store keeps the objects of a session's recording, keyed by the session's
 // namespace and UID (events.ChangesStore implements it).
 type Store interface {
@@ -52,6 +60,10 @@ type Recorder struct {
 	// Secrets reads push credentials; required to push with
 	// credentialsSecretRef.
 	Secrets SecretReader
+	// MaxPackBytes bounds the pack a push reads from the workspace (0:
+	// DefaultMaxPackBytes). A larger pack fails the push (PushFailed)
+	// without being read; the change stays recorded.
+	MaxPackBytes int64
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Log is the logger; it never receives a secret.
@@ -273,6 +285,13 @@ func (rc *Recorder) Record(ctx context.Context, env tool.ExecutionEnvironment, s
 	return res
 }
 
+func (rc *Recorder) maxPackBytes() int64 {
+	if rc.MaxPackBytes > 0 {
+		return rc.MaxPackBytes
+	}
+	return DefaultMaxPackBytes
+}
+
 func (rc *Recorder) now() time.Time {
 	if rc.Now != nil {
 		return rc.Now()
@@ -475,7 +494,7 @@ func (rc *Recorder) patch(ctx context.Context, r *repo, c *agentsv1.Changes) ([]
 	if size == 0 {
 		return []byte{}, nil
 	}
-	data, err := r.readFile(ctx, file, size)
+	data, err := r.readFile(ctx, file, size, MaxPatchBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read the patch: %w", err)
 	}
