@@ -30,7 +30,9 @@ type ToolLimits struct {
 	// default 256 KiB; apply_patch: DefaultMaxPatchArgsBytes).
 	MaxToolArgsBytes int
 	// FileToolTimeout bounds one call of read_file, read_many_files,
-	// grep, glob and list_dir (default 30 s); shell has its own timeouts.
+	// grep, glob, list_dir, edit_file and apply_patch (default 30 s): the
+	// last two match text in the manager's process. shell has its own
+	// timeouts.
 	FileToolTimeout time.Duration
 }
 
@@ -52,7 +54,10 @@ func (l ToolLimits) argsBytes(name string) int {
 }
 
 // timedTools are the tools run under FileToolTimeout.
-var timedTools = map[string]bool{"read_file": true, "read_many_files": true, "grep": true, "glob": true, "list_dir": true}
+var timedTools = map[string]bool{
+	"read_file": true, "read_many_files": true, "grep": true, "glob": true, "list_dir": true,
+	"edit_file": true, "apply_patch": true,
+}
 
 func (l ToolLimits) timeout(name string) time.Duration {
 	if !timedTools[name] {

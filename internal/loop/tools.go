@@ -153,8 +153,9 @@ func (s *Session) checkPolicy(ctx context.Context, call llm.ToolCall) (string, b
 //
 // The executor sees the session's environment behind the credential-path
 // denials (pathguard.go) and views, the call's window on the session's read
-// tracking; read_file, read_many_files, grep, glob and list_dir run under
-// the per-tool timeout of the limits.
+// tracking; the file tools (read_file, read_many_files, grep, glob,
+// list_dir, edit_file, apply_patch) run under the per-tool timeout of the
+// limits.
 func (s *Session) runExecutor(ctx context.Context, exec tool.Executor, call llm.ToolCall, views *callViews) (res tool.Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -163,7 +164,7 @@ func (s *Session) runExecutor(ctx context.Context, exec tool.Executor, call llm.
 	}()
 	if d := s.cfg.Limits.timeout(call.Name); d > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("%s did not finish within %s; narrow it (a smaller path, a more specific pattern, a range of lines)", call.Name, d))
+		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("%s did not finish within %s; %s", call.Name, d, narrowHint(call.Name)))
 		defer cancel()
 	}
 	inv := &tool.Invocation{
@@ -194,4 +195,13 @@ func (s *Session) defaultTimeout() time.Duration {
 		return d
 	}
 	return DefaultCommandTimeout
+}
+
+// narrowHint says how to make a call of the named file tool cheaper.
+func narrowHint(name string) string {
+	switch name {
+	case "edit_file", "apply_patch":
+		return "use a shorter, more specific old text in a smaller file, or split the change"
+	}
+	return "narrow it (a smaller path, a more specific pattern, a range of lines)"
 }

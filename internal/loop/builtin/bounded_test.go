@@ -7,8 +7,10 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent-operator/agent-operator/internal/loop/localenv"
+	"github.com/agent-operator/agent-operator/internal/loop/patch"
 )
 
 // allocDuring returns the bytes allocated (TotalAlloc) while fn runs.
@@ -59,15 +61,29 @@ func TestEditFileAdversarialInputsAreBounded(t *testing.T) {
 			"would make", 32 << 20},
 		{"replace_all of a 1-byte string occurring a million times", strings.Repeat("a", 1<<20),
 			map[string]any{"old_string": "a", "new_string": "bb", "replace_all": true}, "replaces at most", 32 << 20},
+		// Work per line that depends only on old_string (240 KB here) made
+		// each of the 10M lines cost milliseconds: hours for one call, and
+		// per-line slices of the whole file. It is now done once, so short
+		// lines cost O(1) and the call ends long before the deadline.
+		{"10 MiB of empty lines and a 240 KB single-line old_string", strings.Repeat("\n", 10<<20-1),
+			map[string]any{"old_string": strings.Repeat("a ", 120<<10), "new_string": "z"}, "was not found", 64 << 20},
+		{"a fuzzy single-line old_string matching a million lines", strings.Repeat("a  b\n", 1<<20),
+			map[string]any{"old_string": "a b", "new_string": "c", "replace_all": true}, "replaces at most", 64 << 20},
+		{"a fuzzy fragment matching a million times", strings.Repeat("xa  b", 1<<20),
+			map[string]any{"old_string": "a b", "new_string": "c", "replace_all": true}, "replaces at most", 160 << 20},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			env, dir := newEnv(t)
 			writeFiles(t, dir, map[string]string{"f.txt": tc.content})
 			tc.args["file_path"] = "f.txt"
+			// A generous deadline: the call must end with a result well
+			// before it (an error from the deadline fails the test).
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
 			var res any
 			alloc := allocDuring(func() {
-				r, _ := call{env: env}.run(t, EditFile(OpenAI), tc.args)
+				r, _ := call{env: env, ctx: ctx}.run(t, EditFile(OpenAI), tc.args)
 				expect(t, r, true, tc.want)
 				res = r
 			})
@@ -90,10 +106,15 @@ func TestFindSpansHonoursContext(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("findSpans with a cancelled context = %v, want context.Canceled", err)
 	}
-	// The fragment matcher (single-line old_string) checks it too.
-	_, _, err = findSpans(ctx, strings.Repeat("a  b\n", 20000), "a b c")
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("fragment match with a cancelled context = %v, want context.Canceled", err)
+	// The line and fragment matchers check it while scanning, also
+	// through many lines none of which can match.
+	for _, content := range []string{strings.Repeat("a  b\n", 20000), strings.Repeat("\n", 20000)} {
+		if _, err := findLineSpans(ctx, content, "a b c", patch.FuzzWhitespace); !errors.Is(err, context.Canceled) {
+			t.Errorf("line match with a cancelled context = %v, want context.Canceled", err)
+		}
+		if _, err := findFragmentSpans(ctx, content, "a b c", false); !errors.Is(err, context.Canceled) {
+			t.Errorf("fragment match with a cancelled context = %v, want context.Canceled", err)
+		}
 	}
 }
 

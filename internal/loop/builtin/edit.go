@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -215,6 +216,9 @@ const (
 // Unicode punctuation); else, for a single-line old, as a fragment of one
 // line after collapsing whitespace (then also Unicode punctuation).
 func findSpans(ctx context.Context, content, old string) ([][2]int, matchLevel, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, matchExact, fmt.Errorf("match old_string: %w", err)
+	}
 	if n := strings.Count(content, old); n > 0 {
 		if n > maxEditSpans {
 			return nil, matchExact, errTooManySpans{n: n}
@@ -248,25 +252,72 @@ func findSpans(ctx context.Context, content, old string) ([][2]int, matchLevel, 
 	if strings.Contains(strings.TrimSpace(old), "\n") {
 		return nil, matchExact, nil
 	}
-	for _, lvl := range []matchLevel{matchWhitespace, matchUnicode} {
-		spans, err := findFragmentSpans(ctx, content, old, lvl == matchUnicode)
-		if err != nil {
-			return nil, matchExact, err
-		}
-		if len(spans) > 0 {
-			return spans, lvl, nil
-		}
+	// Everything that depends only on old is computed once here, not per
+	// line of content.
+	plain, _ := normalizeFragment(strings.TrimSpace(old), false, false)
+	spans, err := findFragmentSpans(ctx, content, plain, false)
+	if err != nil || len(spans) > 0 {
+		return spans, matchWhitespace, err
+	}
+	punct, _ := normalizeFragment(strings.TrimSpace(old), true, false)
+	if punct == plain && isASCII(content) {
+		// Mapping punctuation changes neither side: the pass above
+		// already gave the answer.
+		return nil, matchExact, nil
+	}
+	spans, err = findFragmentSpans(ctx, content, punct, true)
+	if err != nil || len(spans) > 0 {
+		return spans, matchUnicode, err
 	}
 	return nil, matchExact, nil
+}
+
+// matchCheckBytes is how much content the matchers scan between two checks
+// of the context (also checked every ctxCheckLines lines).
+const (
+	matchCheckBytes = 1 << 20
+	ctxCheckLines   = 4096
+)
+
+// progress decides when a matcher checks its context: every ctxCheckLines
+// lines and every matchCheckBytes bytes of content.
+type progress struct{ lines, bytes int }
+
+func (p *progress) check(ctx context.Context, lineBytes int) error {
+	p.lines++
+	p.bytes += lineBytes
+	if p.lines < ctxCheckLines && p.bytes < matchCheckBytes {
+		return nil
+	}
+	p.lines, p.bytes = 0, 0
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("match old_string: %w", err)
+	}
+	return nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // maxEditSpans caps the occurrences one edit_file call replaces.
 const maxEditSpans = 100_000
 
 // errTooManySpans is an old_string occurring more often than maxEditSpans.
-type errTooManySpans struct{ n int }
+type errTooManySpans struct {
+	n       int
+	atLeast bool // n is a lower bound: matching stopped there
+}
 
 func (e errTooManySpans) Error() string {
+	if e.atLeast {
+		return fmt.Sprintf("old_string matches more than %d locations; edit_file replaces at most %d occurrences per call", maxEditSpans, maxEditSpans)
+	}
 	return fmt.Sprintf("old_string occurs %d times; edit_file replaces at most %d occurrences per call", e.n, maxEditSpans)
 }
 
@@ -284,96 +335,157 @@ func resultSize(content string, spans [][2]int, repl string) int64 {
 // the first line unless old starts with whitespace, and ends at the last
 // non-blank byte of the last line unless old ends with whitespace (a final
 // newline of old includes the line's newline).
+//
+// Content is streamed line by line through a KMP automaton over the lines
+// of old (interned: a content line that is no line of old resets it), so
+// the cost is linear in the size of content and the extra memory is bounded
+// by old and the longest line, however many lines content has.
 func findLineSpans(ctx context.Context, content, old string, f patch.Fuzz) ([][2]int, error) {
 	o := strings.TrimSuffix(old, "\n")
 	trailingNL := len(o) < len(old)
 	o = strings.TrimSuffix(o, "\r")
 	oldLines := strings.Split(o, "\n")
-	want := make([]string, len(oldLines))
+	m := len(oldLines)
+	ids := make(map[string]int, m)
+	pat := make([]int, m)
+	minLen := -1 // the shortest normalised line of old
 	for i, l := range oldLines {
-		want[i] = f.Normalize(strings.TrimSuffix(l, "\r"))
+		w := f.Normalize(strings.TrimSuffix(l, "\r"))
+		id, ok := ids[w]
+		if !ok {
+			id = len(ids)
+			ids[w] = id
+		}
+		pat[i] = id
+		if minLen < 0 || len(w) < minLen {
+			minLen = len(w)
+		}
 	}
-	// Each content line: [start, end) without "\r\n"/"\n"; next is the
-	// offset after its newline.
-	type line struct{ start, end, next int }
-	var lines []line
-	var norm []string
-	for pos := 0; pos < len(content); {
+	if f == patch.FuzzUnicode {
+		minLen = (minLen + 2) / 3 // an invalid byte becomes U+FFFD (3 bytes)
+	}
+	fail := make([]int, m)
+	for i, k := 1, 0; i < m; i++ {
+		for k > 0 && pat[i] != pat[k] {
+			k = fail[k-1]
+		}
+		if pat[i] == pat[k] {
+			k++
+		}
+		fail[i] = k
+	}
+	startsBlank := oldLines[0] != strings.TrimLeftFunc(oldLines[0], unicode.IsSpace)
+	last := oldLines[m-1]
+	endsBlank := last != strings.TrimRightFunc(last, unicode.IsSpace)
+
+	// starts holds the start offsets of the last m lines (a ring).
+	starts := make([]int, m)
+	var spans [][2]int
+	var prog progress
+	j := 0
+	for pos, n := 0, 0; pos < len(content); n++ {
+		// Each content line: [pos, end) without "\r\n"/"\n"; next is the
+		// offset after its newline.
 		nl := strings.IndexByte(content[pos:], '\n')
-		next := len(content)
-		end := len(content)
+		next, end := len(content), len(content)
 		if nl >= 0 {
 			end = pos + nl
 			next = end + 1
 		}
+		if err := prog.check(ctx, next-pos); err != nil {
+			return nil, err
+		}
 		if end > pos && content[end-1] == '\r' && nl >= 0 {
 			end--
 		}
-		lines = append(lines, line{pos, end, next})
-		norm = append(norm, f.Normalize(content[pos:end]))
+		start, text := pos, content[pos:end]
+		starts[n%m] = start
 		pos = next
-	}
-	m := len(want)
-	startsBlank := oldLines[0] != strings.TrimLeftFunc(oldLines[0], unicode.IsSpace)
-	last := oldLines[m-1]
-	endsBlank := last != strings.TrimRightFunc(last, unicode.IsSpace)
-	hits, err := patch.FindLines(ctx, norm, want, 0, 0, false)
-	if err != nil {
-		return nil, err
-	}
-	spans := make([][2]int, 0, len(hits))
-	for _, i := range hits {
-		first, lastLine := lines[i], lines[i+m-1]
-		start := first.start
-		if !startsBlank {
-			text := content[first.start:first.end]
-			start += len(text) - len(strings.TrimLeftFunc(text, unicode.IsSpace))
+		// Normalising never lengthens a line (but see FuzzUnicode above):
+		// one shorter than every line of old cannot match.
+		id, ok := -1, false
+		if len(text) >= minLen {
+			id, ok = ids[f.Normalize(text)]
 		}
-		end := lastLine.end
+		if !ok {
+			j = 0
+			continue
+		}
+		for j > 0 && id != pat[j] {
+			j = fail[j-1]
+		}
+		if id == pat[j] {
+			j++
+		}
+		if j < m {
+			continue
+		}
+		j = 0 // matches do not overlap
+		if len(spans) == maxEditSpans {
+			return nil, errTooManySpans{n: len(spans) + 1, atLeast: true}
+		}
+		s := starts[(n-m+1)%m]
+		if !startsBlank {
+			firstEnd := len(content)
+			if i := strings.IndexByte(content[s:], '\n'); i >= 0 {
+				firstEnd = s + i
+			}
+			first := content[s:firstEnd]
+			s += len(first) - len(strings.TrimLeftFunc(first, unicode.IsSpace))
+		}
+		e := end
 		switch {
 		case trailingNL:
-			end = lastLine.next
+			e = next
 		case !endsBlank:
-			text := content[lastLine.start:lastLine.end]
-			end = lastLine.start + len(strings.TrimRightFunc(text, unicode.IsSpace))
+			e = start + len(strings.TrimRightFunc(text, unicode.IsSpace))
 		}
-		if end < start {
-			end = start
+		if e < s {
+			e = s
 		}
-		spans = append(spans, [2]int{start, end})
+		spans = append(spans, [2]int{s, e})
 	}
 	return spans, nil
 }
 
-// findFragmentSpans finds a single-line old inside lines of content after
-// collapsing whitespace (and, with punct, mapping Unicode punctuation).
-// Matches never cross a newline. Lines are normalised one at a time, so the
-// extra memory is bounded by the longest line, and ctx is checked between
-// lines.
-func findFragmentSpans(ctx context.Context, content, old string, punct bool) ([][2]int, error) {
-	nOld, _, _ := normalizeMapped(strings.TrimSpace(old), punct)
+// findFragmentSpans finds nOld, a single line of old_string normalised by
+// normalizeFragment, inside lines of content after collapsing whitespace
+// (and, with punct, mapping Unicode punctuation). Matches never cross a
+// newline. A line too short to hold nOld costs O(1); a longer one is
+// normalised once, and mapped back to its offsets only when it contains a
+// match, so the cost is linear in content, the extra memory is bounded by
+// the longest line, and ctx is checked regularly.
+func findFragmentSpans(ctx context.Context, content, nOld string, punct bool) ([][2]int, error) {
 	if nOld == "" {
 		return nil, nil
 	}
+	// Normalising never lengthens text, except that with punct an invalid
+	// byte becomes U+FFFD (3 bytes).
+	minLine := len(nOld)
+	if punct {
+		minLine = (len(nOld) + 2) / 3
+	}
 	var spans [][2]int
-	for pos, n := 0, 0; pos < len(content); n++ {
-		if n%4096 == 4095 {
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("match old_string: %w", err)
-			}
-		}
+	var prog progress
+	for pos := 0; pos < len(content); {
 		end := len(content)
 		next := end
 		if i := strings.IndexByte(content[pos:], '\n'); i >= 0 {
 			end, next = pos+i, pos+i+1
 		}
+		if err := prog.check(ctx, next-pos); err != nil {
+			return nil, err
+		}
 		line := content[pos:end]
 		base := pos
 		pos = next
-		if len(line) < len(strings.Fields(nOld)) { // cannot hold the fragment
+		if len(line) < minLine || len(line) > math.MaxInt32 { // cannot hold the fragment, or too long to map
 			continue
 		}
-		norm, starts, ends := normalizeMapped(line, punct)
+		if norm, _ := normalizeFragment(line, punct, false); !strings.Contains(norm, nOld) {
+			continue
+		}
+		norm, m := normalizeFragment(line, punct, true)
 		lastEnd := 0
 		for from := 0; ; {
 			i := strings.Index(norm[from:], nOld)
@@ -381,10 +493,13 @@ func findFragmentSpans(ctx context.Context, content, old string, punct bool) ([]
 				break
 			}
 			i += from
-			s, e := starts[i], ends[i+len(nOld)-1]
+			s, e := int(m.starts[i]), int(m.ends[i+len(nOld)-1])
 			// One source rune may expand to several bytes ("…" to "..."):
 			// skip matches overlapping the previous one.
 			if s >= lastEnd {
+				if len(spans) == maxEditSpans {
+					return nil, errTooManySpans{n: len(spans) + 1, atLeast: true}
+				}
 				spans = append(spans, [2]int{base + s, base + e})
 				lastEnd = e
 			}
@@ -394,24 +509,35 @@ func findFragmentSpans(ctx context.Context, content, old string, punct bool) ([]
 	return spans, nil
 }
 
-// normalizeMapped collapses each run of whitespace in s to one space (and,
-// with punct, maps Unicode punctuation to ASCII). For every byte of the
-// result it returns the start and end offsets in s of the text it came from.
-func normalizeMapped(s string, punct bool) (string, []int, []int) {
+// offsetMap gives, for every byte of a normalised string, the start and
+// end offsets in the source of the text it came from (int32: a line of a
+// file edit_file reads is at most a few MiB).
+type offsetMap struct{ starts, ends []int32 }
+
+// normalizeFragment collapses each run of whitespace in s to one space
+// (and, with punct, maps Unicode punctuation to ASCII). With withMap it
+// also returns the offsets of every result byte in s.
+func normalizeFragment(s string, punct, withMap bool) (string, offsetMap) {
 	var b strings.Builder
 	b.Grow(len(s))
-	starts := make([]int, 0, len(s))
-	ends := make([]int, 0, len(s))
+	var m offsetMap
+	if withMap {
+		m = offsetMap{make([]int32, 0, len(s)), make([]int32, 0, len(s))}
+	}
 	inSpace := false
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if unicode.IsSpace(r) {
 			if inSpace {
-				ends[len(ends)-1] = i + size
+				if withMap {
+					m.ends[len(m.ends)-1] = int32(i + size)
+				}
 			} else {
 				b.WriteByte(' ')
-				starts = append(starts, i)
-				ends = append(ends, i+size)
+				if withMap {
+					m.starts = append(m.starts, int32(i))
+					m.ends = append(m.ends, int32(i+size))
+				}
 				inSpace = true
 			}
 			i += size
@@ -423,13 +549,15 @@ func normalizeMapped(s string, punct bool) (string, []int, []int) {
 			rep = patch.PunctuationEquivalent(r)
 		}
 		b.WriteString(rep)
-		for range len(rep) {
-			starts = append(starts, i)
-			ends = append(ends, i+size)
+		if withMap {
+			for range len(rep) {
+				m.starts = append(m.starts, int32(i))
+				m.ends = append(m.ends, int32(i+size))
+			}
 		}
 		i += size
 	}
-	return b.String(), starts, ends
+	return b.String(), m
 }
 
 // lineList names the lines where the first max spans start.

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -55,7 +56,8 @@ type call struct {
 	subagents tool.SubagentSpawner
 	deflt     time.Duration
 	max       time.Duration
-	files     tool.FileViews // read tracking; nil disables it
+	files     tool.FileViews  // read tracking; nil disables it
+	ctx       context.Context // the call's context; nil means t.Context()
 }
 
 func (c call) run(t testing.TB, reg tool.Registered, args any) (tool.Result, string) {
@@ -88,7 +90,11 @@ func (c call) run(t testing.TB, reg tool.Registered, args any) (tool.Result, str
 			mu.Unlock()
 		},
 	}
-	res, err := reg.Executor(t.Context(), inv)
+	ctx := c.ctx
+	if ctx == nil {
+		ctx = t.Context()
+	}
+	res, err := reg.Executor(ctx, inv)
 	if err != nil {
 		t.Fatalf("%s returned error %v; want a result", reg.Definition.Name, err)
 	}

@@ -148,6 +148,11 @@ func compileSchema(name string, params json.RawMessage) (*jsonschema.Schema, err
 		return nil, errors.New(`parameters schema root must have "type": "object"`)
 	}
 	c := jsonschema.NewCompiler()
+	// A schema comes from a tool's author, possibly a hostile MCP server:
+	// refuse every external $ref (file://, http://, ...) so compiling never
+	// opens a local file or dials out. References inside the document
+	// (#/$defs/...) and the embedded draft metaschemas still resolve.
+	c.UseLoader(jsonschema.SchemeURLLoader{})
 	url := "tool:///" + name + ".json"
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, fmt.Errorf("add parameters schema: %w", err)
