@@ -230,7 +230,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=agent-operator.dev,resources=agentsessions,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=agent-operator.dev,resources=agentsessions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agent-operator.dev,resources=agentsessions/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
 // pods/exec, secrets and leases are not in the manager's ClusterRole: the chart grants them in
 // the namespaces it serves and the release namespace (charts/agent-operator/templates/rbac-*.yaml).
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;create
@@ -447,15 +447,42 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 	obs.pod = pod
 	if pod != nil && !podGone(pod) {
 		// Kept while the pod lives, not only when it is created: a runner
-		// starts only with the policy in place, a stop never waits for it.
-		obs.policyErr = r.keepNetworkPolicy(ctx, s)
+		// starts only with the pod confined, a stop never waits for it.
+		obs.confineErr = errors.Join(r.keepPodLabels(ctx, s, pod), r.keepNetworkPolicy(ctx, s))
 	}
 	obs, res, err := r.actOnPod(ctx, s, obs)
-	if obs.policyErr != nil && !errors.Is(err, obs.policyErr) {
-		err = errors.Join(err, obs.policyErr)
+	if obs.confineErr != nil && !errors.Is(err, obs.confineErr) {
+		err = errors.Join(err, obs.confineErr)
 	}
 	return obs, res, err
 }
+
+// keepPodLabels writes back the labels the session's NetworkPolicy selects
+// its pod by (the session UID) and the manager's cache watches it by
+// (managed-by), when someone removed or changed them: without the first the
+// pod is unconfined, without the second it drops out of the cache and would
+// be taken for lost. Children in a shared workspace leave it to the parent.
+func (r *Reconciler) keepPodLabels(ctx context.Context, s *agentsv1.AgentSession, pod *corev1.Pod) error {
+	if sharedWorkspace(s) || pod.Labels[agentsv1.LabelSessionUID] == string(s.UID) && pod.Labels[labelManagedBy] == managedBy {
+		return nil
+	}
+	base := pod.DeepCopy()
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[agentsv1.LabelSessionUID], pod.Labels[labelManagedBy] = string(s.UID), managedBy
+	if err := r.Client.Patch(ctx, pod, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("restore the labels of pod %s: %w", pod.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Restored the labels of the workspace pod", "pod", klog.KObj(pod))
+	r.Recorder.Eventf(s, pod, corev1.EventTypeWarning, ReasonPodLabelsRestored, "RestorePodLabels",
+		"The labels %s and %s of workspace pod %s were removed or changed; written again", agentsv1.LabelSessionUID, labelManagedBy, pod.Name)
+	return nil
+}
+
+// ReasonPodLabelsRestored is the Event reason of a workspace pod whose
+// session-uid or managed-by label was written again.
+const ReasonPodLabelsRestored = "PodLabelsRestored"
 
 // actOnPod is act once the pod was read and its NetworkPolicy kept.
 func (r *Reconciler) actOnPod(ctx context.Context, s *agentsv1.AgentSession, obs observation) (observation, ctrl.Result, error) {
@@ -597,11 +624,11 @@ func (r *Reconciler) liveReader() client.Reader {
 }
 
 // ensureRunner starts the runner (a new one when the last one ended) and
-// offers it the messages; not while the pod's NetworkPolicy could not be
-// kept (obs.policyErr).
+// offers it the messages; not while the pod's confinement could not be
+// kept (obs.confineErr).
 func (r *Reconciler) ensureRunner(obs observation, s *agentsv1.AgentSession, pod *corev1.Pod) error {
-	if obs.policyErr != nil {
-		return obs.policyErr
+	if obs.confineErr != nil {
+		return obs.confineErr
 	}
 	if err := r.Runner.Ensure(s, pod.Name); err != nil {
 		return fmt.Errorf("start runner: %w", err)
@@ -741,13 +768,38 @@ func (r *Reconciler) getPod(ctx context.Context, s *agentsv1.AgentSession) (*cor
 	pod := &corev1.Pod{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: owner + podNameSuffix}, pod)
 	if apierrors.IsNotFound(err) {
-		return r.claimedPod(ctx, s.Namespace, ownerUID) // a warm pod has another name
+		pod, err := r.claimedPod(ctx, s.Namespace, ownerUID) // a warm pod has another name
+		if pod != nil || err != nil {
+			return pod, err
+		}
+		return r.uncachedPod(ctx, s, ownerUID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get pod: %w", err)
 	}
 	if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != ownerUID {
 		return nil, reconcile.TerminalError(fmt.Errorf("pod %s exists and is not controlled by session %s", pod.Name, owner))
+	}
+	return pod, nil
+}
+
+// uncachedPod reads the pod status names from the API server when the cache
+// has none for a session that is using its pod (Provisioning or Running): a
+// pod whose managed-by label was removed is out of the cache but still the
+// session's, and must not be taken for lost (keepPodLabels brings it back).
+func (r *Reconciler) uncachedPod(ctx context.Context, s *agentsv1.AgentSession, ownerUID types.UID) (*corev1.Pod, error) {
+	if ph := s.Status.Phase; s.Status.PodName == "" || ph != agentsv1.PhaseRunning && ph != agentsv1.PhaseProvisioning {
+		return nil, nil
+	}
+	pod := &corev1.Pod{}
+	if err := r.liveReader().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Status.PodName}, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get pod: %w", err)
+	}
+	if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != ownerUID {
+		return nil, nil
 	}
 	return pod, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -345,11 +346,27 @@ func initFailure(pod *corev1.Pod) (string, bool) {
 		}
 		msg := fmt.Sprintf("init container %s exited with code %d", cs.Name, t.ExitCode)
 		if tail := strings.TrimSpace(t.Message); tail != "" {
-			msg += ": " + truncate(urlUserinfo.ReplaceAllString(tail, "${1}***@"), 1024)
+			msg += ": " + printable(truncate(urlUserinfo.ReplaceAllString(tail, "${1}***@"), 1024))
 		}
 		return msg, true
 	}
 	return "", false
+}
+
+// printable replaces the control characters of s other than newline and tab
+// (C0, DEL, C1: terminal escape sequences among them) and invalid UTF-8
+// with "?": a container's log tail is the workspace image's output, and it
+// reaches status, Events and the manager's log.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return r
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError:
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // oomKilled reports whether the kernel killed the workspace container for

@@ -22,9 +22,10 @@ type observation struct {
 	// configError says why a Secret the pod would reference may not be used
 	// (workspaceSecretsProblem): the session fails with ConfigError.
 	configError string
-	// policyErr is why the live pod's NetworkPolicy could not be kept
-	// (keepNetworkPolicy); no runner starts on the pod meanwhile.
-	policyErr error
+	// confineErr is why the live pod's confinement could not be kept (its
+	// labels, keepPodLabels; its NetworkPolicy, keepNetworkPolicy); no
+	// runner starts on the pod meanwhile.
+	confineErr error
 	// lost is set when a pod the session was using is gone and cannot be
 	// replaced, to the reason: ReasonWorkspaceLost, or ReasonWorkspaceOOMKilled
 	// when the kernel killed the workspace container. Empty otherwise.

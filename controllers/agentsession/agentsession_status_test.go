@@ -166,6 +166,9 @@ func TestInitFailure(t *testing.T) {
 			"Cloning into '/workspace'...\nfatal: Authentication failed for 'http://e2e:s3cret@10.96.0.7:8080/demo.git/'\n")),
 			"init container git-clone exited with code 128: Cloning into '/workspace'...\nfatal: Authentication failed for 'http://***@10.96.0.7:8080/demo.git/'", true},
 		{"no message", pod(exited("install-executor", 1, "")), "init container install-executor exited with code 1", true},
+		{"escape sequences and control bytes from the image", pod(exited("git-clone", 1,
+			"\x1b]0;owned\x07\x1b[2J\x1b[31mred\r\x00\u009b6n\xff\tok\nnext line")),
+			"init container git-clone exited with code 1: ?]0;owned??[2J?[31mred???6n?\tok\nnext line", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
