@@ -19,6 +19,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/urlscope"
 )
 
 // pushTimeout bounds one push.
@@ -31,8 +32,33 @@ const maxExcludes = 2000
 // noThin is the receive-pack capability refusing thin packs.
 const noThin = capability.Capability("no-thin")
 
-// credentials of a push, held in memory only.
-type credentials struct{ username, password string }
+// credentials of a push, held in memory only, with the Secret's name and
+// the URLs its AnnotationAllowedBaseURLs allows (when restricted).
+type credentials struct {
+	username, password string
+	secret, allowed    string
+	restricted         bool
+}
+
+// checkRedirect refuses a redirect that would carry cred to a URL the
+// Secret does not allow (its annotation's list, or an http:// URL without
+// the annotation); go-git re-sends the credentials to a redirect's
+// target within the remote's origin.
+func (cred credentials) checkRedirect(req *http.Request, _ []*http.Request) error {
+	if cred.password == "" {
+		return nil
+	}
+	target := req.URL.String()
+	switch {
+	case cred.restricted && !urlscope.Allows(cred.allowed, target):
+		return fmt.Errorf("redirect to %s refused: push credentials Secret %s may not be sent there (annotation %s allows only %q)",
+			redactURL(target), cred.secret, AnnotationAllowedBaseURLs, cred.allowed)
+	case !cred.restricted && !strings.EqualFold(req.URL.Scheme, "https"):
+		return fmt.Errorf("redirect to %s refused: push credentials Secret %s are sent to an http:// URL only when its annotation %s lists it",
+			redactURL(target), cred.secret, AnnotationAllowedBaseURLs)
+	}
+	return nil
+}
 
 // push pushes c.Head to the session's branch from the operator and returns
 // the ChangesPushed reason and message (redacted of the credentials).
@@ -56,11 +82,16 @@ func (rc *Recorder) push(ctx context.Context, r *repo, s *agentsv1.AgentSession,
 		if rc.Secrets == nil {
 			return agentsv1.ReasonPushFailed, "no secret reader configured for push credentials"
 		}
-		data, err := rc.Secrets(ctx, s.Namespace, ref.Name)
+		sec, err := rc.Secrets(ctx, s.Namespace, ref.Name)
 		if err != nil {
 			return agentsv1.ReasonPushFailed, fmt.Sprintf("read push credentials Secret %s: %v", ref.Name, err)
 		}
-		cred = credentials{username: string(data["username"]), password: string(data["password"])}
+		if err := credentialsAllowed(sec, remote); err != nil {
+			return agentsv1.ReasonPushFailed, err.Error()
+		}
+		cred = credentials{username: string(sec.Data["username"]), password: string(sec.Data["password"])}
+		cred.allowed, cred.restricted = sec.Annotations[AnnotationAllowedBaseURLs]
+		cred.secret = sec.Name
 		if cred.password == "" {
 			return agentsv1.ReasonPushFailed, fmt.Sprintf("push credentials Secret %s has no key password", ref.Name)
 		}
@@ -70,7 +101,7 @@ func (rc *Recorder) push(ctx context.Context, r *repo, s *agentsv1.AgentSession,
 	}
 	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
 	defer cancel()
-	err := pushBranch(ctx, r, remote, cred, c, p.Force, rc.maxPackBytes())
+	err := pushBranch(ctx, r, remote, cred, c, p.Force, rc.maxPackBytes(), rc.transport)
 	if err != nil {
 		return agentsv1.ReasonPushFailed, redact(err.Error(), cred)
 	}
@@ -93,8 +124,8 @@ func checkProtected(s *agentsv1.AgentSession, branch string) error {
 // pushBranch runs git's push protocol (smart HTTP) from here: the remote's
 // refs are read with the credentials, the workspace builds a pack of the
 // objects the remote lacks, and the pack, at most maxPack bytes, is sent
-// with the ref update.
-func pushBranch(ctx context.Context, r *repo, remote string, cred credentials, c *agentsv1.Changes, force bool, maxPack int64) error {
+// with the ref update. rt is the HTTP transport (nil: the default).
+func pushBranch(ctx context.Context, r *repo, remote string, cred credentials, c *agentsv1.Changes, force bool, maxPack int64, rt http.RoundTripper) error {
 	u, err := url.Parse(remote)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") {
 		return fmt.Errorf("push to %s: only http:// and https:// remotes are supported", redactURL(remote))
@@ -107,7 +138,7 @@ func pushBranch(ctx context.Context, r *repo, remote string, cred credentials, c
 	if cred.password != "" {
 		auth = &githttp.BasicAuth{Username: cred.username, Password: cred.password}
 	}
-	tr := githttp.NewClient(&http.Client{Timeout: pushTimeout})
+	tr := githttp.NewClient(&http.Client{Timeout: pushTimeout, Transport: rt, CheckRedirect: cred.checkRedirect})
 	sess, err := tr.NewReceivePackSession(ep, auth)
 	if err != nil {
 		return fmt.Errorf("push: open session: %w", err)

@@ -194,3 +194,134 @@ func TestRecordPackSizeLies(t *testing.T) {
 		})
 	}
 }
+
+// The push credentials' annotation changes.AnnotationAllowedBaseURLs
+// limits the remotes they are sent to, with the matching of LLM API keys
+// (scheme, host and port equal, path equal or under); without it they go to
+// any https:// remote but never in clear text to an http:// one. A remote
+// the Secret may not reach ends PushFailed naming the Secret, the
+// annotation and the remote (without its user information), and the
+// server sees no request carrying credentials outside what is allowed (for
+// a refused remote, no request at all).
+func TestRecordPushAllowedURLs(t *testing.T) {
+	const userinfoPassword = "hunter2-in-the-url"
+	type urls struct{ https, plain, origin string } // the fixture's
+	tests := []struct {
+		name     string
+		remote   func(u urls) string            // push.remote (empty: the clone URL)
+		allowed  func(u urls) string            // the annotation (nil: absent)
+		unlabel  bool                           // the Secret lacks the opt-in label
+		authOK   string                         // path prefix every authenticated request has
+		pushed   bool                           // the branch reaches the server
+		want     func(u urls) []string          // in the message
+		requests bool                           // the server sees requests
+		extra    func(t *testing.T, msg string) // further checks of the message
+	}{
+		{name: "annotation absent", pushed: true, requests: true, authOK: "/demo.git/"},
+		{name: "annotation lists the remote", pushed: true, requests: true, authOK: "/demo.git/",
+			allowed: func(u urls) string { return u.https }},
+		{name: "annotation lists the host among others", pushed: true, requests: true, authOK: "/demo.git/",
+			allowed: func(u urls) string { return "https://github.com/org/,\n " + u.origin + "/ https://example.com" }},
+		{name: "annotation lists another host",
+			allowed: func(u urls) string { return "https://github.com/org/" },
+			want: func(u urls) []string {
+				return []string{"Secret push", changes.AnnotationAllowedBaseURLs, u.https, "https://github.com/org/", "nothing was sent"}
+			}},
+		{name: "annotation lists another path on the host",
+			allowed: func(u urls) string { return u.origin + "/other.git" },
+			want: func(u urls) []string {
+				return []string{"push", changes.AnnotationAllowedBaseURLs, u.https, "/other.git"}
+			}},
+		{name: "annotation lists a prefix of the name, not a parent path",
+			allowed: func(u urls) string { return u.origin + "/demo" },
+			want:    func(u urls) []string { return []string{changes.AnnotationAllowedBaseURLs, u.https} }},
+		{name: "annotation lists the https remote, the push names http",
+			remote:  func(u urls) string { return u.plain },
+			allowed: func(u urls) string { return u.https },
+			want:    func(u urls) []string { return []string{changes.AnnotationAllowedBaseURLs, u.plain} }},
+		{name: "http remote without the annotation", pushed: true, requests: true, authOK: "/demo.git/", // as for LLM keys
+			remote: func(u urls) string { return u.plain }},
+		{name: "http remote listed", pushed: true, requests: true, authOK: "/demo.git/",
+			remote:  func(u urls) string { return u.plain },
+			allowed: func(u urls) string { return u.plain }},
+		{name: "remote with user information",
+			remote: func(u urls) string {
+				return strings.Replace(u.https, "https://", "https://someone:"+userinfoPassword+"@", 1)
+			},
+			allowed: func(u urls) string { return u.https },
+			want:    func(u urls) []string { return []string{changes.AnnotationAllowedBaseURLs, u.https} },
+			extra: func(t *testing.T, msg string) {
+				if strings.Contains(msg, userinfoPassword) {
+					t.Fatalf("message leaks the remote's user information: %q", msg)
+				}
+			}},
+		{name: "allowed remote redirects outside the allowed path", requests: true, authOK: "/moved.git/",
+			remote:  func(u urls) string { return u.origin + "/moved.git" },
+			allowed: func(u urls) string { return u.origin + "/moved.git" },
+			want:    func(u urls) []string { return []string{"redirect", "/demo.git", changes.AnnotationAllowedBaseURLs} }},
+		{name: "not labelled", unlabel: true,
+			want: func(u urls) []string { return []string{"not opted in", agentsv1.LabelGitCredentials} }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			u := urls{https: f.url, plain: f.plainURL, origin: strings.TrimSuffix(f.url, "/demo.git")}
+			sec := f.secrets["push"]
+			if tc.allowed != nil {
+				sec.Annotations = map[string]string{changes.AnnotationAllowedBaseURLs: tc.allowed(u)}
+			}
+			if tc.unlabel {
+				sec.Labels = nil
+			}
+			p := pushSpec("push")
+			if tc.remote != nil {
+				p.Remote = tc.remote(u)
+			}
+			s := f.session("s", p)
+			if err := f.rec.Baseline(t.Context(), f.env, s); err != nil {
+				t.Fatal(err)
+			}
+			before := gitCmd(t, f.bare, "for-each-ref")
+			f.edit(t)
+			res := f.rec.Record(t.Context(), f.env, s, s.Spec.Prompt)
+			if res.RecordReason != agentsv1.ReasonChangesRecorded {
+				t.Fatalf("record %s (%s), want the change recorded", res.RecordReason, res.RecordMessage)
+			}
+			reqs := f.reqs.all()
+			for _, r := range reqs {
+				if r.auth && (tc.authOK == "" || !strings.HasPrefix(r.path, tc.authOK)) {
+					t.Errorf("credentials sent to %s %s, want them only under %q", r.scheme, r.path, tc.authOK)
+				}
+			}
+			if (len(reqs) > 0) != tc.requests {
+				t.Errorf("the server saw %d requests (%v), want requests %v", len(reqs), reqs, tc.requests)
+			}
+			if tc.pushed {
+				if res.PushReason != agentsv1.ReasonPushed || !res.Changes.Pushed {
+					t.Fatalf("push %s (%s), want Pushed", res.PushReason, res.PushMessage)
+				}
+				if got := strings.TrimSpace(gitCmd(t, f.bare, "rev-parse", "refs/heads/agent/s")); got != res.Changes.Head {
+					t.Fatalf("server branch at %s, want %s", got, res.Changes.Head)
+				}
+				return
+			}
+			if res.PushReason != agentsv1.ReasonPushFailed || res.Changes.Pushed {
+				t.Fatalf("push %s (%s), want PushFailed", res.PushReason, res.PushMessage)
+			}
+			for _, w := range tc.want(u) {
+				if !strings.Contains(res.PushMessage, w) {
+					t.Errorf("message %q does not say %q", res.PushMessage, w)
+				}
+			}
+			if strings.Contains(res.PushMessage, testPassword) {
+				t.Errorf("message leaks the password: %q", res.PushMessage)
+			}
+			if tc.extra != nil {
+				tc.extra(t, res.PushMessage)
+			}
+			if after := gitCmd(t, f.bare, "for-each-ref"); after != before {
+				t.Fatalf("the server's refs changed:\n%s\nwas:\n%s", after, before)
+			}
+		})
+	}
+}

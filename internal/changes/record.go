@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"path"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -49,8 +51,10 @@ type Store interface {
 	PutObject(ctx context.Context, namespace, name, uid, object string, data []byte) error
 }
 
-// SecretReader returns the data of a Secret of namespace.
-type SecretReader func(ctx context.Context, namespace, name string) (map[string][]byte, error)
+// SecretReader returns a Secret of namespace. A push uses it only when it
+// is labelled agentsv1.LabelGitCredentials=true and its
+// AnnotationAllowedBaseURLs, if any, allows the remote.
+type SecretReader func(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 
 // Recorder records sessions' changes. The zero value is not usable: Store
 // is required.
@@ -68,6 +72,10 @@ type Recorder struct {
 	Now func() time.Time
 	// Log is the logger; it never receives a secret.
 	Log logr.Logger
+
+	// transport is the HTTP transport of pushes (nil: the default); tests
+	// set it to trust their TLS server.
+	transport http.RoundTripper
 }
 
 // Result is the outcome of one recording. It never fails the session.

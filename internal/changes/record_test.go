@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,15 +48,64 @@ func gitCmd(t testing.TB, dir string, args ...string) string {
 	return string(out)
 }
 
-// fixture is a git server with one repository, a clone of it as the
-// workspace, and the store.
+// fixture is a git server with one repository (over https and over plain
+// http), a clone of it as the workspace, and the store.
 type fixture struct {
-	url       string // the repository's URL
+	url       string // the repository's URL (https)
+	plainURL  string // the repository's URL over plain http
 	bare      string // the bare repository on the server
 	workspace string
 	env       *localenv.Env
 	rec       *changes.Recorder
 	pub       *events.Publisher
+	secrets   map[string]*corev1.Secret // what rec.Secrets reads
+	reqs      *requestLog               // what the servers were asked
+}
+
+// request is one request a git server received.
+type request struct {
+	scheme, path string
+	auth         bool // it carried an Authorization header
+}
+
+// requestLog is instrumentation, not a stand-in: it notes each request
+// before the real git server (test/gitserver) answers it.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []request
+}
+
+func (l *requestLog) wrap(scheme string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		l.reqs = append(l.reqs, request{scheme: scheme, path: r.URL.Path, auth: r.Header.Get("Authorization") != ""})
+		l.mu.Unlock()
+		// A repository that moved: /moved.git redirects to /demo.git.
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/moved.git/"); ok {
+			to := "/demo.git/" + rest
+			if r.URL.RawQuery != "" {
+				to += "?" + r.URL.RawQuery
+			}
+			http.Redirect(w, r, to, http.StatusMovedPermanently)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (l *requestLog) all() []request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reqs)
+}
+
+// gitSecret is a Secret opted in as git credentials, with annotations.
+func gitSecret(name, password string, annotations map[string]string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, Annotations: annotations,
+			Labels: map[string]string{agentsv1.LabelGitCredentials: "true"}},
+		Data: map[string][]byte{"username": []byte(testUser), "password": []byte(password)},
+	}
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -76,8 +128,12 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Skipf("no git http-backend: %v", err)
 	}
-	srv := httptest.NewServer(gitserver.Handler(root, backend, testUser, testPassword))
+	reqs := &requestLog{}
+	h := gitserver.Handler(root, backend, testUser, testPassword)
+	srv := httptest.NewTLSServer(reqs.wrap("https", h))
 	t.Cleanup(srv.Close)
+	plain := httptest.NewServer(reqs.wrap("http", h))
+	t.Cleanup(plain.Close)
 	ws := filepath.Join(t.TempDir(), "workspace")
 	bare := filepath.Join(root, "demo.git")
 	cmd := exec.CommandContext(ctx, "git", "clone", "-q", bare, ws)
@@ -89,18 +145,19 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
-	f := &fixture{url: srv.URL + "/demo.git", bare: bare, workspace: ws, env: env, pub: pub}
-	secrets := map[string]map[string][]byte{
-		"push":  {"username": []byte(testUser), "password": []byte(testPassword)},
-		"wrong": {"username": []byte(testUser), "password": []byte("not-the-password")},
-	}
-	f.rec = &changes.Recorder{Store: pub.ChangesStore(), Secrets: func(_ context.Context, _, name string) (map[string][]byte, error) {
-		d, ok := secrets[name]
+	f := &fixture{url: srv.URL + "/demo.git", plainURL: plain.URL + "/demo.git", bare: bare, workspace: ws, env: env, pub: pub,
+		reqs: reqs, secrets: map[string]*corev1.Secret{
+			"push":  gitSecret("push", testPassword, nil),
+			"wrong": gitSecret("wrong", "not-the-password", nil),
+		}}
+	f.rec = &changes.Recorder{Store: pub.ChangesStore(), Secrets: func(_ context.Context, _, name string) (*corev1.Secret, error) {
+		sec, ok := f.secrets[name]
 		if !ok {
 			return nil, errors.New("not found")
 		}
-		return d, nil
+		return sec, nil
 	}}
+	changes.SetTransport(f.rec, srv.Client().Transport)
 	return f
 }
 

@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"path"
-	"strings"
 	"time"
-	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +18,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/llm/provider"
 	"github.com/agent-operator/agent-operator/internal/llm/scripted"
 	"github.com/agent-operator/agent-operator/internal/loop"
+	"github.com/agent-operator/agent-operator/internal/urlscope"
 )
 
 // ClientConfig is what a ClientFactory needs to build an LLM client (the
@@ -59,7 +56,7 @@ const LabelLLMCredentials = "agent-operator.dev/llm-credentials"
 // may use the Secret only when its base URL (spec.model.baseURL, or the
 // provider's default endpoint when empty) has the scheme and host of one of
 // them and a path under that URL's path.
-const AnnotationAllowedBaseURLs = "agent-operator.dev/allowed-base-urls"
+const AnnotationAllowedBaseURLs = urlscope.Annotation
 
 // ErrJournalLost is wrapped when a session that already recorded events finds
 // its journal empty (the NATS store was lost or the events expired).
@@ -132,10 +129,8 @@ func credentialOptIn(sec *corev1.Secret, p agentsv1.Provider, baseURL string) er
 	if target == "" {
 		target = defaultBaseURL(p)
 	}
-	for _, a := range strings.FieldsFunc(allowed, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
-		if urlUnder(target, a) {
-			return nil
-		}
+	if urlscope.Allows(allowed, target) {
+		return nil
 	}
 	return fmt.Errorf("secret %s may not be sent to %s: its annotation %s allows only %q; no request was sent",
 		sec.Name, target, AnnotationAllowedBaseURLs, allowed)
@@ -152,22 +147,4 @@ func defaultBaseURL(p agentsv1.Provider) string {
 		return gemini.DefaultBaseURL
 	}
 	return ""
-}
-
-// urlUnder reports whether target has the scheme and host (with port) of
-// allowed and a path equal to or below allowed's path.
-func urlUnder(target, allowed string) bool {
-	t, err := url.Parse(target)
-	if err != nil || t.User != nil {
-		return false
-	}
-	a, err := url.Parse(allowed)
-	if err != nil || a.Host == "" || (a.Scheme != "http" && a.Scheme != "https") {
-		return false
-	}
-	if !strings.EqualFold(t.Scheme, a.Scheme) || !strings.EqualFold(t.Host, a.Host) {
-		return false
-	}
-	tp, ap := path.Clean("/"+t.Path), path.Clean("/"+a.Path)
-	return ap == "/" || tp == ap || strings.HasPrefix(tp, ap+"/")
 }

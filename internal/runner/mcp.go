@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +17,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 	"github.com/agent-operator/agent-operator/internal/mcp"
+	"github.com/agent-operator/agent-operator/internal/urlscope"
 )
 
 // LabelMCPHeaders opts a Secret in as the HTTP headers of MCP servers: only
@@ -66,7 +66,7 @@ func mcpHeadersOptIn(sec *corev1.Secret, serverURL string) error {
 			"(kubectl label secret %s %s=true); no request was sent", sec.Name, LabelMCPHeaders, sec.Name, LabelMCPHeaders)
 	}
 	allowed, ok := sec.Annotations[AnnotationAllowedBaseURLs]
-	if !ok || allowedURL(serverURL, allowed) {
+	if !ok || urlscope.Allows(allowed, serverURL) {
 		return nil
 	}
 	return fmt.Errorf("secret %s may not be sent to %s: its annotation %s allows only %q; no request was sent",
@@ -274,15 +274,4 @@ func redactURL(u string) string {
 	}
 	p.User, p.RawQuery = nil, ""
 	return p.String()
-}
-
-// allowedURL reports whether target is under one of the comma- or
-// space-separated URLs of list (as for AnnotationAllowedBaseURLs).
-func allowedURL(target, list string) bool {
-	for _, a := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
-		if urlUnder(target, a) {
-			return true
-		}
-	}
-	return false
 }
