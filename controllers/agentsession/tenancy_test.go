@@ -15,6 +15,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/llm/llmtest"
 	"github.com/agent-operator/agent-operator/internal/llm/scripted"
 	"github.com/agent-operator/agent-operator/internal/runner"
+	"github.com/agent-operator/agent-operator/internal/urlscope"
 )
 
 // forgedChild is a session written by hand that claims parent: parentRef
@@ -145,6 +146,7 @@ func TestWorkspaceSecretsOnlyWhenOptedIn(t *testing.T) {
 	const value = "s3cret-workspace-0123456789"
 	workspaceLabel := map[string]string{agentsv1.LabelWorkspaceSecret: "true"}
 	gitLabel := map[string]string{agentsv1.LabelGitCredentials: "true"}
+	limited := map[string]string{urlscope.Annotation: "https://192.0.2.9/org/"}
 	env := func(optional bool) func(*agentsv1.AgentSession) {
 		return func(s *agentsv1.AgentSession) {
 			s.Spec.Workspace.Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
@@ -156,26 +158,32 @@ func TestWorkspaceSecretsOnlyWhenOptedIn(t *testing.T) {
 			CredentialsSecretRef: &corev1.LocalObjectReference{Name: "creds"}}
 	}
 	tests := []struct {
-		name      string
-		secret    bool
-		labels    map[string]string
-		spec      func(*agentsv1.AgentSession)
-		wantError string // "": a pod is created
+		name        string
+		secret      bool
+		labels      map[string]string
+		spec        func(*agentsv1.AgentSession)
+		wantError   string // "": a pod is created
+		annotations map[string]string
 	}{
-		{"env from an unlabelled Secret", true, nil, env(false), "spec.workspace.env TOKEN names secret creds, which is not opted in"},
-		{"env from a Secret labelled for git only", true, gitLabel, env(false), "agent-operator.dev/workspace-secret=true"},
-		{"env from an opted-in Secret", true, workspaceLabel, env(false), ""},
-		{"env from a missing Secret", false, nil, env(false), "names secret creds, which does not exist"},
-		{"env from a missing optional Secret", false, nil, env(true), ""},
-		{"clone credentials unlabelled", true, nil, clone, "spec.workspace.git.credentialsSecretRef names secret creds, which is not opted in"},
-		{"clone credentials labelled for the workspace only", true, workspaceLabel, clone, "agent-operator.dev/git-credentials=true"},
-		{"clone credentials opted in", true, gitLabel, clone, ""},
+		{"env from an unlabelled Secret", true, nil, env(false), "spec.workspace.env TOKEN names secret creds, which is not opted in", nil},
+		{"env from a Secret labelled for git only", true, gitLabel, env(false), "agent-operator.dev/workspace-secret=true", nil},
+		{"env from an opted-in Secret", true, workspaceLabel, env(false), "", nil},
+		{"env from a missing Secret", false, nil, env(false), "names secret creds, which does not exist", nil},
+		{"env from a missing optional Secret", false, nil, env(true), "", nil},
+		{"clone credentials unlabelled", true, nil, clone, "spec.workspace.git.credentialsSecretRef names secret creds, which is not opted in", nil},
+		{"clone credentials labelled for the workspace only", true, workspaceLabel, clone, "agent-operator.dev/git-credentials=true", nil},
+		{"clone credentials opted in", true, gitLabel, clone, "", nil},
+		{"clone credentials limited to another host", true, gitLabel, func(s *agentsv1.AgentSession) {
+			clone(s)
+			s.Spec.Workspace.Git.Repository = "https://user:pw@evil.example/org/app.git"
+		}, "may not be sent to https://***@evil.example/org/app.git", limited},
+		{"clone credentials limited to the repository's host", true, gitLabel, clone, "", limited},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := newNamespace(t)
 			if tt.secret {
-				sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns, Labels: tt.labels},
+				sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns, Labels: tt.labels, Annotations: tt.annotations},
 					StringData: map[string]string{"token": value, "username": "u", "password": value}}
 				if err := testClient.Create(t.Context(), sec); err != nil {
 					t.Fatal(err)

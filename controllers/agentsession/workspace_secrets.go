@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+	"github.com/agent-operator/agent-operator/internal/urlscope"
 )
 
 // The Secrets a workspace pod would reference.
@@ -23,7 +24,8 @@ import (
 //   - an env secretKeyRef: agentsv1.LabelWorkspaceSecret;
 //   - spec.workspace.git.credentialsSecretRef: agentsv1.LabelGitCredentials,
 //     the label of push credentials (both may be sent to the git host the
-//     session names).
+//     session names), and the repository must be under the Secret's
+//     allowed-base-urls annotation when it has one (urlscope).
 //
 // A Secret not opted in, or missing (unless the reference is optional), ends
 // the session Failed with reason ConfigError before any pod is created.
@@ -35,6 +37,7 @@ func (r *Reconciler) workspaceSecretsProblem(ctx context.Context, s *agentsv1.Ag
 	type ref struct {
 		name, field, label string
 		optional           bool
+		target             string // where the Secret is sent: checked against its urlscope.Annotation
 	}
 	var refs []ref
 	for _, e := range s.Spec.Workspace.Env {
@@ -42,10 +45,10 @@ func (r *Reconciler) workspaceSecretsProblem(ctx context.Context, s *agentsv1.Ag
 			continue
 		}
 		k := e.ValueFrom.SecretKeyRef
-		refs = append(refs, ref{k.Name, fmt.Sprintf("spec.workspace.env %s", e.Name), agentsv1.LabelWorkspaceSecret, k.Optional != nil && *k.Optional})
+		refs = append(refs, ref{k.Name, fmt.Sprintf("spec.workspace.env %s", e.Name), agentsv1.LabelWorkspaceSecret, k.Optional != nil && *k.Optional, ""})
 	}
 	if g := s.Spec.Workspace.Git; g != nil && g.CredentialsSecretRef != nil {
-		refs = append(refs, ref{g.CredentialsSecretRef.Name, "spec.workspace.git.credentialsSecretRef", agentsv1.LabelGitCredentials, false})
+		refs = append(refs, ref{g.CredentialsSecretRef.Name, "spec.workspace.git.credentialsSecretRef", agentsv1.LabelGitCredentials, false, g.Repository})
 	}
 	for _, rf := range refs {
 		sec := &corev1.Secret{}
@@ -64,6 +67,13 @@ func (r *Reconciler) workspaceSecretsProblem(ctx context.Context, s *agentsv1.Ag
 				"workspace only Secrets labelled %s=true (kubectl label secret %s %s=true); no pod was created",
 				rf.field, rf.name, rf.label, rf.name, rf.label), nil
 		}
+		if allowed, ok := sec.Annotations[urlscope.Annotation]; ok && rf.target != "" && !urlscope.Allows(allowed, rf.target) {
+			return fmt.Sprintf("%s names secret %s, which may not be sent to %s: its annotation %s allows only %q; no pod was created",
+				rf.field, rf.name, redactUserinfo(rf.target), urlscope.Annotation, allowed), nil
+		}
 	}
 	return "", nil
 }
+
+// redactUserinfo is u without the user information of a URL.
+func redactUserinfo(u string) string { return urlUserinfo.ReplaceAllString(u, "${1}***@") }
