@@ -153,6 +153,11 @@ type Journal struct {
 	// drain is held (a token in a 1-slot channel, so waiting honours ctx)
 	// by the one goroutine that waits for acks and retries failures.
 	drain chan struct{}
+	// publish is held (a token in a 1-slot channel) by Append, and by Sync
+	// while it flushes a held delta, so events go out in seq order.
+	publish chan struct{}
+	// deltas redacts delta streams across deltas; guarded by publish.
+	deltas *deltaRedactor
 
 	mu       sync.Mutex
 	pending  []*entry // un-acked, in seq order; only the drainer removes
@@ -190,6 +195,7 @@ func (p *Publisher) NewJournal(session SessionRef, startSeq uint64, opts Journal
 		opts.RetryMax = max(DefaultRetryMax, opts.RetryMin)
 	}
 	return &Journal{p: p, session: session, opts: opts, drain: make(chan struct{}, 1),
+		publish: make(chan struct{}, 1), deltas: newDeltaRedactor(opts.Redactor),
 		lastSeq: startSeq, backoff: opts.RetryMin, avail: true}, nil
 }
 
@@ -362,7 +368,36 @@ func (j *Journal) Pending() int {
 // full (retrying failed publishes) and, for an event too large for one
 // message, until the event is stored in the Object Store. It returns an error
 // only when ctx ends or the event cannot ever be published.
+//
+// A delta (ASSISTANT_TEXT_DELTA, TOOL_CALL_OUTPUT_DELTA) whose text ends
+// with what may be the start of a secret is held: it is published, with
+// those bytes cut off, by the next Append (or Sync), and the bytes go out
+// redacted with the stream's next delta, or in the held delta itself when
+// any other event comes next (see deltaRedactor). An error publishing the
+// held delta is returned by that later call, and ev is then not appended.
 func (j *Journal) Append(ctx context.Context, ev loop.Event) error {
+	select {
+	case j.publish <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("append event %d: %w", ev.Seq, ctx.Err())
+	}
+	defer func() { <-j.publish }()
+	j.mu.Lock()
+	last := max(j.lastSeq, j.deltas.heldSeq())
+	j.mu.Unlock()
+	if ev.Seq <= last {
+		return fmt.Errorf("append event: seq %d is not after %d", ev.Seq, last)
+	}
+	for _, e := range j.deltas.next(ev) {
+		if err := j.append(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// append publishes one event, in seq order.
+func (j *Journal) append(ctx context.Context, ev loop.Event) error {
 	j.mu.Lock()
 	last := j.lastSeq
 	j.mu.Unlock()
@@ -422,6 +457,19 @@ func (j *Journal) Append(ctx context.Context, ev loop.Event) error {
 // by the server, re-publishing failed ones with the same message id, until
 // ctx ends.
 func (j *Journal) Sync(ctx context.Context) error {
+	select {
+	case j.publish <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("sync journal: %w", ctx.Err())
+	}
+	var err error
+	if j.deltas.held != nil {
+		err = j.append(ctx, j.deltas.flush())
+	}
+	<-j.publish
+	if err != nil {
+		return fmt.Errorf("sync journal: %w", err)
+	}
 	j.mu.Lock()
 	target := j.appended
 	j.mu.Unlock()
