@@ -239,12 +239,12 @@ func TestCallOwnerNeedsTheFeature(t *testing.T) {
 }
 
 // TestWithoutFeaturesBehavesLikeAnOlderExecutor: a server told to go
-// without call owners announces no features (a client still accepts its
+// without its features announces none (a client still accepts its
 // hello) and, like an executor that predates them, ignores a call's owner:
 // the call runs unchecked and no owner record is written.
 func TestWithoutFeaturesBehavesLikeAnOlderExecutor(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "owners")
-	c := sharedClient(t, dir, ServeOptions{WithoutFeatures: []string{FeatureCallOwner}})
+	c := sharedClient(t, dir, ServeOptions{WithoutFeatures: []string{FeatureCallOwner, FeatureStreamLimit}})
 	if got := c.ServerInfo().Features; len(got) != 0 {
 		t.Errorf("features %q, want none", got)
 	}

@@ -29,6 +29,13 @@ const DefaultCancelWait = 5 * time.Second
 // reader; the stream is then failed as corrupt rather than left waiting.
 const DefaultStallTimeout = 30 * time.Second
 
+// DefaultStreamLimit is how many bytes of a command's streamed output
+// (tool.ExecOptions.OnOutput) a client asks for at most per call: past it the
+// server sends no more output frames (FeatureStreamLimit) and the client
+// forwards no more. It is above what the shell tool streams (1 MiB), so that
+// consumer still sees the output run past its own cap and says so.
+const DefaultStreamLimit = 1<<20 + 64<<10
+
 // ClientOption configures a Client.
 type ClientOption func(*Client)
 
@@ -43,6 +50,11 @@ func WithCancelWait(d time.Duration) ClientOption { return func(c *Client) { c.c
 // WithStallTimeout sets how long a frame may stay half-received before the
 // stream is failed as corrupt (default DefaultStallTimeout).
 func WithStallTimeout(d time.Duration) ClientOption { return func(c *Client) { c.stallTimeout = d } }
+
+// WithStreamLimit sets how many bytes of a command's streamed output one
+// ExecCommand call receives at most (default DefaultStreamLimit); 0 or less
+// means no limit.
+func WithStreamLimit(n int64) ClientOption { return func(c *Client) { c.streamLimit = n } }
 
 // WithOwner makes the stream present o in its hello: the executor then
 // refuses the stream's hello and calls (ErrNotOwner) once a newer driver of
@@ -67,6 +79,8 @@ type Client struct {
 	cancelWait time.Duration
 	hello      Hello
 	owner      *Owner // presented in the hello; nil: unchecked
+
+	streamLimit int64 // most streamed output bytes per exec call; <= 0: none
 
 	stdioBuffer int // unread stdout held per stdio process (stdio.go)
 
@@ -110,6 +124,7 @@ func NewClientContext(ctx context.Context, rw io.ReadWriteCloser, opts ...Client
 		max:          DefaultMaxFrame,
 		cancelWait:   DefaultCancelWait,
 		stallTimeout: DefaultStallTimeout,
+		streamLimit:  DefaultStreamLimit,
 		pending:      map[uint64]*pendingCall{},
 		done:         make(chan struct{}),
 	}
@@ -485,13 +500,30 @@ func (c *Client) ListDirectory(ctx context.Context, path string, depth int) ([]t
 func (c *Client) ExecCommand(ctx context.Context, command string, opts tool.ExecOptions) (*tool.ExecResult, error) {
 	var res tool.ExecResult
 	got := false
+	args := ExecArgs{Command: command, Timeout: opts.Timeout, WorkingDir: opts.WorkingDir, Env: opts.Env}
 	var onOut func([]byte)
 	if opts.OnOutput != nil {
+		args.Stream = true
 		onOut = opts.OnOutput
+		if limit := c.streamLimit; limit > 0 {
+			if c.hello.HasFeature(FeatureStreamLimit) {
+				args.StreamLimit = limit
+			}
+			// Also enforced here, for servers that predate the limit.
+			left := limit
+			onOut = func(chunk []byte) {
+				if left <= 0 {
+					return
+				}
+				if int64(len(chunk)) > left {
+					chunk = chunk[:left]
+				}
+				left -= int64(len(chunk))
+				opts.OnOutput(chunk)
+			}
+		}
 	}
-	err := c.do(ctx, OpExec, ExecArgs{
-		Command: command, Timeout: opts.Timeout, WorkingDir: opts.WorkingDir, Env: opts.Env, Stream: onOut != nil,
-	}, &resultProbe{v: &res, got: &got}, onOut)
+	err := c.do(ctx, OpExec, args, &resultProbe{v: &res, got: &got}, onOut)
 	if err != nil {
 		if got {
 			return &res, err

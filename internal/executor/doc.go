@@ -50,7 +50,12 @@
 // answered with an error frame of code "unknown_op". The server handles
 // calls concurrently and answers each with exactly one "result" or "error"
 // frame with the same id; an exec call may be preceded by "output" frames
-// carrying chunks of output while the command runs. A "cancel" frame with a
+// carrying chunks of output while the command runs (with "stream":true);
+// with "streamLimit":N as well, a server announcing "stream_limit"
+// (FeatureStreamLimit) sends at most N bytes of output in those frames and
+// none after, while the command runs on to its result (a client asks for
+// DefaultStreamLimit, see WithStreamLimit, and forwards no more than that
+// from servers that predate the feature). A "cancel" frame with a
 // call's id cancels that call (an exec is terminated and answers with an
 // error frame of code "canceled" whose body holds the partial result). A
 // genuine frame that does not decode gets an error frame (id 0 when the id
@@ -140,7 +145,7 @@
 // # Features
 //
 // A server announces what it accepts beyond the version's base protocol in
-// its hello: "features":["call_owner",...], bound to the key by
+// its hello: "features":["call_owner","stream_limit",...], bound to the key by
 // "featuresProof" (HMAC-SHA256 with the key over a domain string and the
 // features' JSON), while "proof" covers the hello without its features as
 // before. Clients that predate features ignore both fields; a client refuses

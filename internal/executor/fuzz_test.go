@@ -16,6 +16,8 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(frameBytes(`{"id":1,"kind":"call","op":"glob","owner":null}`))
 	f.Add(frameBytes(`{"id":1,"kind":"call","op":"glob","owner":{}}`))
 	f.Add(frameBytes(`{"kind":"hello","body":{"version":2,"features":["call_owner"],"featuresProof":"AAAA"}}`))
+	f.Add(frameBytes(`{"kind":"hello","body":{"version":2,"features":["call_owner","stream_limit"],"featuresProof":"AAAA"}}`))
+	f.Add(frameBytes(`{"id":1,"kind":"call","op":"exec","body":{"command":"yes","stream":true,"streamLimit":-1}}`))
 	f.Add(frameBytes(`{"id":2,"kind":"output","data":"aGVsbG8="}`))
 	f.Add(frameBytes(`{"id":3,"kind":"error","error":{"code":"x","message":"y"}}`))
 	f.Add(frameBytes(`{"id":7,"kind":1}`))

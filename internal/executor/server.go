@@ -366,7 +366,22 @@ func (s *server) call(ctx context.Context, f *Frame) (resp *Frame) {
 		}
 		opts := tool.ExecOptions{Timeout: a.Timeout, WorkingDir: a.WorkingDir, Env: a.Env}
 		if a.Stream {
+			limit := int64(-1) // no limit
+			if a.StreamLimit > 0 && s.has(FeatureStreamLimit) {
+				limit = a.StreamLimit
+			}
+			// The environment serialises OnOutput, so left needs no lock.
+			left := limit
 			opts.OnOutput = func(chunk []byte) {
+				if limit >= 0 {
+					if left <= 0 {
+						return
+					}
+					if int64(len(chunk)) > left {
+						chunk = chunk[:left]
+					}
+					left -= int64(len(chunk))
+				}
 				s.send(&Frame{ID: f.ID, Kind: KindOutput, Data: chunk})
 			}
 		}

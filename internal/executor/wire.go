@@ -30,11 +30,14 @@ const (
 	// FeatureCallOwner: the server checks the owner a call frame carries
 	// (Frame.Owner, see the package doc, "Call owners").
 	FeatureCallOwner = "call_owner"
+	// FeatureStreamLimit: the server honours ExecArgs.StreamLimit, sending
+	// no output frames of an exec call past that many bytes.
+	FeatureStreamLimit = "stream_limit"
 )
 
 // features are the features this server has, in the order its hello
 // announces them.
-var features = []string{FeatureCallOwner}
+var features = []string{FeatureCallOwner, FeatureStreamLimit}
 
 // Error codes of WireError.
 const (
@@ -119,6 +122,12 @@ type ExecArgs struct {
 	WorkingDir string            `json:"workingDir,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	Stream     bool              `json:"stream,omitempty"` // send output frames
+	// StreamLimit, with Stream and on a server announcing
+	// FeatureStreamLimit, is the most output bytes the call's output frames
+	// carry in all; past it the server sends none (the command runs on and
+	// its result, with the exit status and output, is sent as usual). 0 or
+	// less: no limit. Servers that predate it ignore it.
+	StreamLimit int64 `json:"streamLimit,omitempty"`
 }
 
 // GrepArgs is the body of grep calls.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
@@ -114,10 +115,14 @@ func shell(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 	if out == nil {
 		out = func(string) {}
 	}
+	co := newCoalescer(out, StreamFlushInterval, StreamFlushBytes)
 	res, err := inv.Env.ExecCommand(ctx, a.Command, tool.ExecOptions{
 		Timeout:  timeout,
-		OnOutput: capStream(MaxStreamBytes, out),
+		OnOutput: capStream(MaxStreamBytes, co.write),
 	})
+	// What is pending is delivered now, before the call's result (and so
+	// before its TOOL_CALL_END); nothing is delivered after.
+	co.close()
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return tool.Result{}, cerr
@@ -148,6 +153,17 @@ func shell(ctx context.Context, inv *tool.Invocation) (tool.Result, error) {
 	return tool.Result{Output: b.String(), IsError: res.TimedOut || res.ExitCode != 0}, nil
 }
 
+// StreamFlushInterval and StreamFlushBytes coalesce a call's streamed
+// output: small writes are gathered and delivered as one
+// TOOL_CALL_OUTPUT_DELTA at most StreamFlushInterval after the first of
+// them, or as soon as StreamFlushBytes are pending, whichever comes first,
+// so a command writing one byte at a time produces at most about one event
+// per interval plus one per StreamFlushBytes, not one per write.
+const (
+	StreamFlushInterval = 100 * time.Millisecond
+	StreamFlushBytes    = 16 << 10
+)
+
 // MaxStreamBytes caps the output one shell call streams as
 // TOOL_CALL_OUTPUT_DELTA events: the model sees at most the (truncated)
 // final output, so the live view of a command printing gigabytes stops
@@ -177,4 +193,80 @@ func capStream(max int, out func(string)) func([]byte) {
 		sent += len(chunk)
 		out(string(chunk))
 	}
+}
+
+// coalescer gathers streamed output and delivers it to out in order, as one
+// string per flush: when bytes are pending (StreamFlushBytes), when interval
+// has passed since the first pending write, and at close. out is called with
+// the lock held, so deliveries never overlap or reorder.
+type coalescer struct {
+	out      func(string)
+	interval time.Duration
+	bytes    int
+
+	mu      sync.Mutex
+	pending []byte
+	timer   *time.Timer // armed while bytes are pending
+	armed   uint64      // counts armings, so a stale tick does nothing
+	closed  bool
+}
+
+func newCoalescer(out func(string), interval time.Duration, bytes int) *coalescer {
+	return &coalescer{out: out, interval: interval, bytes: bytes}
+}
+
+// write queues chunk; it delivers at once when enough is pending.
+func (c *coalescer) write(chunk string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || chunk == "" {
+		return
+	}
+	c.pending = append(c.pending, chunk...)
+	if len(c.pending) >= c.bytes {
+		c.flushLocked()
+		return
+	}
+	if c.timer == nil {
+		c.armed++
+		n := c.armed
+		c.timer = time.AfterFunc(c.interval, func() { c.tick(n) })
+	}
+}
+
+// tick is the flush of the n-th arming of the timer; a tick whose timer was
+// stopped or replaced meanwhile does nothing.
+func (c *coalescer) tick(n uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || n != c.armed || c.timer == nil {
+		return
+	}
+	c.timer = nil
+	c.flushLocked()
+}
+
+// flushLocked delivers what is pending and disarms the timer.
+func (c *coalescer) flushLocked() {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	if len(c.pending) == 0 {
+		return
+	}
+	s := string(c.pending)
+	c.pending = c.pending[:0]
+	c.out(s)
+}
+
+// close delivers what is pending; later writes and ticks deliver nothing.
+func (c *coalescer) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.flushLocked()
+	c.closed = true
 }

@@ -1,10 +1,15 @@
 package builtin
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/agent-operator/agent-operator/internal/loop/tool"
 )
 
 func TestShell(t *testing.T) {
@@ -78,4 +83,98 @@ func TestCommandTimeout(t *testing.T) {
 			t.Errorf("%s: commandTimeout = %v, want %v", tt.name, got, tt.want)
 		}
 	}
+}
+
+// TestShellCoalescesSmallWrites runs a command writing one byte per write
+// thousands of times: its streamed output arrives in order and complete, as
+// at most one delta per StreamFlushBytes plus one per StreamFlushInterval of
+// the command's run (plus the last flush), not one per write.
+func TestShellCoalescesSmallWrites(t *testing.T) {
+	env, _ := newEnv(t)
+	const n = 30000
+	var want strings.Builder
+	for i := range n {
+		want.WriteByte(byte('0' + i%10))
+	}
+	var (
+		mu     sync.Mutex
+		deltas []string
+	)
+	inv := &tool.Invocation{
+		CallID:    "call-1",
+		Name:      "shell",
+		Arguments: json.RawMessage(fmt.Sprintf(`{"command":"i=0; while [ $i -lt %d ]; do printf %%s $((i %% 10)); i=$((i+1)); done","timeout_ms":120000}`, n)),
+		Env:       env,
+		Output: func(d string) {
+			mu.Lock()
+			deltas = append(deltas, d)
+			mu.Unlock()
+		},
+	}
+	start := time.Now()
+	res, err := Shell(OpenAI).Executor(t.Context(), inv)
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, res, false, "Exit code: 0")
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(deltas, ""); got != want.String() {
+		t.Fatalf("streamed %d bytes that differ from the %d written (first 40: %q)", len(got), n, got[:min(40, len(got))])
+	}
+	limit := n/StreamFlushBytes + int(elapsed/StreamFlushInterval) + 2
+	if len(deltas) > limit {
+		t.Errorf("%d one-byte writes in %v became %d deltas, want at most %d", n, elapsed, len(deltas), limit)
+	}
+}
+
+func TestCoalescer(t *testing.T) {
+	t.Run("delivers when enough is pending and at close, nothing after", func(t *testing.T) {
+		var got []string
+		c := newCoalescer(func(s string) { got = append(got, s) }, time.Hour, 4)
+		for _, w := range []string{"ab", "c", "", "de", "f"} {
+			c.write(w)
+		}
+		if want := []string{"abcde"}; !slices.Equal(got, want) {
+			t.Fatalf("before close: %q, want %q", got, want)
+		}
+		c.close()
+		c.write("late")
+		c.close()
+		if want := []string{"abcde", "f"}; !slices.Equal(got, want) {
+			t.Fatalf("after close: %q, want %q", got, want)
+		}
+	})
+	t.Run("delivers after the interval", func(t *testing.T) {
+		ch := make(chan string, 4)
+		c := newCoalescer(func(s string) { ch <- s }, time.Millisecond, 1<<20)
+		c.write("x")
+		c.write("y")
+		select {
+		case s := <-ch:
+			if s != "xy" {
+				t.Fatalf("delivered %q, want %q", s, "xy")
+			}
+		case <-t.Context().Done():
+			t.Fatal("nothing delivered after the interval")
+		}
+		c.close()
+		if len(ch) != 0 {
+			t.Fatalf("close delivered %q with nothing pending", <-ch)
+		}
+	})
+	t.Run("the cap's marker follows the capped bytes", func(t *testing.T) {
+		var got []string
+		c := newCoalescer(func(s string) { got = append(got, s) }, time.Hour, 1<<20)
+		capped := capStream(10, c.write)
+		for range 5 {
+			capped([]byte("abcd"))
+		}
+		c.close()
+		want := "abcdabcdab" + fmt.Sprintf(streamCappedMarker, 10)
+		if len(got) != 1 || got[0] != want {
+			t.Fatalf("delivered %q, want one delta %q", got, want)
+		}
+	})
 }
