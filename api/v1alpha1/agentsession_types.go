@@ -776,7 +776,8 @@ type EmptyDirVolume struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.claimName) != has(self.size)",message="spec.workspace.volume.persistentVolumeClaim: set claimName (existing claim) or size (new claim), exactly one"
 type PVCVolume struct {
-	// claimName is an existing claim in the session's namespace.
+	// claimName is an existing claim in the session's namespace, labelled
+	// agent-operator.dev/workspace-volume: "true"; otherwise the session fails with ConfigError.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ClaimName string `json:"claimName,omitempty"`

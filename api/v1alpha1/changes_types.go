@@ -45,6 +45,13 @@ const LabelGitCredentials = "agent-operator.dev/git-credentials"
 // could read any Secret of the namespace from the workspace.
 const LabelWorkspaceSecret = "agent-operator.dev/workspace-secret"
 
+// LabelWorkspaceVolume opts an existing PersistentVolumeClaim in for
+// spec.workspace.volume.persistentVolumeClaim.claimName: the operator mounts, read-write into
+// a pod running the session's image, only a claim labelled agent-operator.dev/workspace-volume:
+// "true" (otherwise anyone allowed to create a session could read and change any claim of the
+// namespace, another session's workspace among them).
+const LabelWorkspaceVolume = "agent-operator.dev/workspace-volume"
+
 // Limits of status.changes and spec.outputs.
 const (
 	// MaxChangedFiles bounds status.changes.files; status.changes.filesTruncated says when

@@ -519,7 +519,7 @@ func (r *Reconciler) actOnPod(ctx context.Context, s *agentsv1.AgentSession, obs
 			// reconciles (Add events) go before a queue of held sessions.
 			return obs, ctrl.Result{RequeueAfter: quotaPoll, Priority: ptr.To(handler.LowPriority)}, err
 		}
-		if obs.configError, err = r.workspaceSecretsProblem(ctx, s); obs.configError != "" || err != nil {
+		if obs.configError, err = r.workspaceRefsProblem(ctx, s); obs.configError != "" || err != nil {
 			return obs, ctrl.Result{}, err
 		}
 		obs.pod, err = r.createPod(ctx, s)
@@ -562,7 +562,7 @@ func (r *Reconciler) idle(ctx context.Context, s *agentsv1.AgentSession, pod *co
 			return obs, ctrl.Result{}, nil // the parent's pod; the parent brings it back
 		case pod == nil:
 			var err error
-			if obs.configError, err = r.workspaceSecretsProblem(ctx, s); obs.configError != "" || err != nil {
+			if obs.configError, err = r.workspaceRefsProblem(ctx, s); obs.configError != "" || err != nil {
 				return obs, ctrl.Result{}, err
 			}
 			obs.pod, err = r.createPod(ctx, s)
@@ -683,6 +683,10 @@ func (r *Reconciler) workspaceLost(ctx context.Context, s *agentsv1.AgentSession
 		return obs, ctrl.Result{RequeueAfter: stopPoll}, nil
 	}
 	var err error
+	if obs.configError, err = r.workspaceRefsProblem(ctx, s); obs.configError != "" || err != nil {
+		r.Runner.Abort(s.UID)
+		return obs, ctrl.Result{}, err
+	}
 	obs.pod, err = r.createPod(ctx, s)
 	return obs, ctrl.Result{}, err
 }

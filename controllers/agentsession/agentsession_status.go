@@ -19,8 +19,8 @@ import (
 type observation struct {
 	// pod is the workspace pod, nil when there is none.
 	pod *corev1.Pod
-	// configError says why a Secret the pod would reference may not be used
-	// (workspaceSecretsProblem): the session fails with ConfigError.
+	// configError says why a Secret or claim the pod would reference may not
+	// be used (workspaceRefsProblem): the session fails with ConfigError.
 	configError string
 	// confineErr is why the live pod's confinement could not be kept (its
 	// labels, keepPodLabels; its NetworkPolicy, keepNetworkPolicy); no

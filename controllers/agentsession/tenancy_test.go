@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -139,9 +140,10 @@ func TestAPIKeyOnlyFromOptedInSecrets(t *testing.T) {
 
 // TestWorkspaceSecretsOnlyWhenOptedIn: the manager creates the workspace
 // pod, so a Secret the pod would reference (an env secretKeyRef, the clone
-// credentials) must carry its opt-in label; otherwise the session fails with
-// ConfigError and no pod is created. Before, any Secret of the namespace
-// could be read from the workspace by whoever may create a session.
+// credentials) or an existing claim it would mount must carry its opt-in
+// label; otherwise the session fails with ConfigError and no pod is
+// created. Before, any Secret or claim of the namespace could be read (and
+// a claim changed) from the workspace by whoever may create a session.
 func TestWorkspaceSecretsOnlyWhenOptedIn(t *testing.T) {
 	const value = "s3cret-workspace-0123456789"
 	workspaceLabel := map[string]string{agentsv1.LabelWorkspaceSecret: "true"}
@@ -156,6 +158,22 @@ func TestWorkspaceSecretsOnlyWhenOptedIn(t *testing.T) {
 	clone := func(s *agentsv1.AgentSession) {
 		s.Spec.Workspace.Git = &agentsv1.GitSource{Repository: "https://192.0.2.9/org/app.git",
 			CredentialsSecretRef: &corev1.LocalObjectReference{Name: "creds"}}
+	}
+	// claim creates the claim "work" with labels (none when create is false)
+	// and points the session at it.
+	claim := func(labels map[string]string, create ...bool) func(*agentsv1.AgentSession) {
+		return func(s *agentsv1.AgentSession) {
+			s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{ClaimName: "work"}
+			if len(create) > 0 && !create[0] {
+				return
+			}
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "work", Namespace: s.Namespace, Labels: labels},
+				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+			if err := testClient.Create(t.Context(), pvc); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	tests := []struct {
 		name        string
@@ -178,6 +196,10 @@ func TestWorkspaceSecretsOnlyWhenOptedIn(t *testing.T) {
 			s.Spec.Workspace.Git.Repository = "https://user:pw@evil.example/org/app.git"
 		}, "may not be sent to https://***@evil.example/org/app.git", limited},
 		{"clone credentials limited to the repository's host", true, gitLabel, clone, "", limited},
+		{"a claim not opted in", false, nil, claim(nil), "claimName names claim work, which is not opted in", nil},
+		{"a claim labelled as a Secret", false, nil, claim(workspaceLabel), "agent-operator.dev/workspace-volume=true", nil},
+		{"a missing claim", false, nil, claim(nil, false), "names claim work, which does not exist", nil},
+		{"an opted-in claim", false, nil, claim(map[string]string{agentsv1.LabelWorkspaceVolume: "true"}), "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/agent-operator/agent-operator/internal/urlscope"
 )
 
-// The Secrets a workspace pod would reference.
+// The Secrets and the claim a workspace pod would reference.
 //
 // The manager creates the workspace pod, so a Secret the pod references is
 // resolved with the manager's rights, not those of the session's author: a
@@ -27,13 +27,20 @@ import (
 //     session names), and the repository must be under the Secret's
 //     allowed-base-urls annotation when it has one (urlscope).
 //
-// A Secret not opted in, or missing (unless the reference is optional), ends
-// the session Failed with reason ConfigError before any pod is created.
+// The same holds for an existing claim named by
+// spec.workspace.volume.persistentVolumeClaim.claimName: it would be mounted
+// read-write into a pod running the session's image, so it must be labelled
+// agentsv1.LabelWorkspaceVolume (a claim the operator created for another
+// session is not, so no session mounts another's workspace by name).
+//
+// A Secret or claim not opted in, or missing (unless the reference is
+// optional), ends the session Failed with reason ConfigError before any pod
+// is created.
 
-// workspaceSecretsProblem returns why the workspace pod of s may not be
-// created because of a Secret it references ("" when it may), or an error
-// when a Secret could not be read.
-func (r *Reconciler) workspaceSecretsProblem(ctx context.Context, s *agentsv1.AgentSession) (string, error) {
+// workspaceRefsProblem returns why the workspace pod of s may not be
+// created because of a Secret or claim it references ("" when it may), or
+// an error when one could not be read.
+func (r *Reconciler) workspaceRefsProblem(ctx context.Context, s *agentsv1.AgentSession) (string, error) {
 	type ref struct {
 		name, field, label string
 		optional           bool
@@ -71,6 +78,29 @@ func (r *Reconciler) workspaceSecretsProblem(ctx context.Context, s *agentsv1.Ag
 			return fmt.Sprintf("%s names secret %s, which may not be sent to %s: its annotation %s allows only %q; no pod was created",
 				rf.field, rf.name, redactUserinfo(rf.target), urlscope.Annotation, allowed), nil
 		}
+	}
+	return r.claimProblem(ctx, s)
+}
+
+// claimProblem is workspaceRefsProblem for an existing claim.
+func (r *Reconciler) claimProblem(ctx context.Context, s *agentsv1.AgentSession) (string, error) {
+	p := s.Spec.Workspace.Volume.PersistentVolumeClaim
+	if p == nil || p.ClaimName == "" || sharedWorkspace(s) {
+		return "", nil
+	}
+	const field = "spec.workspace.volume.persistentVolumeClaim.claimName"
+	pvc := &corev1.PersistentVolumeClaim{}
+	err := r.liveReader().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: p.ClaimName}, pvc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("%s names claim %s, which does not exist", field, p.ClaimName), nil
+	case err != nil:
+		return "", fmt.Errorf("get claim %s of %s: %w", p.ClaimName, field, err)
+	}
+	if pvc.Labels[agentsv1.LabelWorkspaceVolume] != "true" {
+		return fmt.Sprintf("%s names claim %s, which is not opted in for workspaces: the operator mounts only claims "+
+			"labelled %s=true (kubectl label pvc %s %s=true); no pod was created",
+			field, p.ClaimName, agentsv1.LabelWorkspaceVolume, p.ClaimName, agentsv1.LabelWorkspaceVolume), nil
 	}
 	return "", nil
 }
