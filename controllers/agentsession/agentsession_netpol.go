@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -231,8 +232,7 @@ func egressTargets(ctx context.Context, s *agentsv1.AgentSession, lookup lookupF
 			entries = append(entries, h)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
-	defer cancel()
+	resolved := resolveAll(ctx, entries, lookup)
 	var targets []egressTarget
 	var unresolved []string
 	for _, e := range entries {
@@ -248,8 +248,8 @@ func egressTargets(ctx context.Context, s *agentsv1.AgentSession, lookup lookupF
 		default:
 			if a, err := netip.ParseAddr(host); err == nil {
 				prefixes = append(prefixes, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-			} else if addrs, err := lookup(ctx, "ip", host); err == nil {
-				for _, a := range addrs {
+			} else {
+				for _, a := range resolved[host] {
 					prefixes = append(prefixes, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 				}
 			}
@@ -265,6 +265,53 @@ func egressTargets(ctx context.Context, s *agentsv1.AgentSession, lookup lookupF
 		}
 	}
 	return targets, unresolved
+}
+
+// resolveConcurrency bounds the name lookups of one NetworkPolicy that run
+// at once.
+const resolveConcurrency = 8
+
+// resolveAll looks up the host names among entries side by side, all within
+// resolveTimeout: a name whose DNS never answers costs the reconcile that
+// timeout once, not once per name, and does not use up the others' time.
+// Names that fail are missing from the result.
+func resolveAll(ctx context.Context, entries []string, lookup lookupFunc) map[string][]netip.Addr {
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	var names []string
+	for _, e := range entries {
+		host, _ := splitHostPort(e)
+		if strings.Contains(host, "/") || strings.HasPrefix(host, "*.") || slices.Contains(names, host) {
+			continue
+		}
+		if _, err := netip.ParseAddr(host); err == nil {
+			continue
+		}
+		names = append(names, host)
+	}
+	out := make(map[string][]netip.Addr, len(names))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, resolveConcurrency)
+	for _, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			if addrs, err := lookup(ctx, "ip", name); err == nil {
+				mu.Lock()
+				out[name] = addrs
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // splitHostPort splits "host[:port]"; a missing or bad port is 0.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -385,5 +386,34 @@ func changePolicy(t *testing.T, key types.NamespacedName, change func(*networkin
 		return testClient.Update(t.Context(), np)
 	}); err != nil {
 		t.Fatalf("change policy %s: %v", key, err)
+	}
+}
+
+// TestEgressTargetsResolveSideBySide: a name whose DNS never answers does
+// not use up the time of the names after it; they are looked up side by side
+// within one budget. Before, the lookups ran one after another under one
+// timeout, so every name listed after a black-holed one stayed blocked.
+func TestEgressTargetsResolveSideBySide(t *testing.T) {
+	lookup := func(ctx context.Context, _, host string) ([]netip.Addr, error) {
+		if host == "blackhole.example" {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return []netip.Addr{netip.MustParseAddr("198.51.100.7")}, nil
+	}
+	s := &agentsv1.AgentSession{Spec: agentsv1.AgentSessionSpec{Workspace: agentsv1.WorkspaceSpec{
+		AllowedEgressHosts: []string{"blackhole.example", "git.example.com:443"}}}}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	targets, unresolved := egressTargets(ctx, s, lookup)
+	var got []string
+	for _, tg := range targets {
+		got = append(got, targetString(tg))
+	}
+	if !slices.Equal(got, []string{"198.51.100.7/32:443"}) || !slices.Equal(unresolved, []string{"blackhole.example"}) {
+		t.Errorf("targets %v unresolved %v, want [198.51.100.7/32:443] [blackhole.example]", got, unresolved)
 	}
 }
