@@ -336,8 +336,8 @@ func resultSize(content string, spans [][2]int, repl string) int64 {
 // non-blank byte of the last line unless old ends with whitespace (a final
 // newline of old includes the line's newline).
 //
-// Content is streamed line by line through a KMP automaton over the lines
-// of old (interned: a content line that is no line of old resets it), so
+// Content is streamed line by line through patch.LineMatcher over the
+// lines of old (a content line that is no line of old resets it), so
 // the cost is linear in the size of content and the extra memory is bounded
 // by old and the longest line, however many lines content has.
 func findLineSpans(ctx context.Context, content, old string, f patch.Fuzz) ([][2]int, error) {
@@ -346,34 +346,18 @@ func findLineSpans(ctx context.Context, content, old string, f patch.Fuzz) ([][2
 	o = strings.TrimSuffix(o, "\r")
 	oldLines := strings.Split(o, "\n")
 	m := len(oldLines)
-	ids := make(map[string]int, m)
-	pat := make([]int, m)
+	want := make([]string, m)
 	minLen := -1 // the shortest normalised line of old
 	for i, l := range oldLines {
-		w := f.Normalize(strings.TrimSuffix(l, "\r"))
-		id, ok := ids[w]
-		if !ok {
-			id = len(ids)
-			ids[w] = id
-		}
-		pat[i] = id
-		if minLen < 0 || len(w) < minLen {
-			minLen = len(w)
+		want[i] = f.Normalize(strings.TrimSuffix(l, "\r"))
+		if minLen < 0 || len(want[i]) < minLen {
+			minLen = len(want[i])
 		}
 	}
 	if f == patch.FuzzUnicode {
 		minLen = (minLen + 2) / 3 // an invalid byte becomes U+FFFD (3 bytes)
 	}
-	fail := make([]int, m)
-	for i, k := 1, 0; i < m; i++ {
-		for k > 0 && pat[i] != pat[k] {
-			k = fail[k-1]
-		}
-		if pat[i] == pat[k] {
-			k++
-		}
-		fail[i] = k
-	}
+	lm := patch.NewLineMatcher(want)
 	startsBlank := oldLines[0] != strings.TrimLeftFunc(oldLines[0], unicode.IsSpace)
 	last := oldLines[m-1]
 	endsBlank := last != strings.TrimRightFunc(last, unicode.IsSpace)
@@ -382,7 +366,6 @@ func findLineSpans(ctx context.Context, content, old string, f patch.Fuzz) ([][2
 	starts := make([]int, m)
 	var spans [][2]int
 	var prog progress
-	j := 0
 	for pos, n := 0, 0; pos < len(content); n++ {
 		// Each content line: [pos, end) without "\r\n"/"\n"; next is the
 		// offset after its newline.
@@ -403,24 +386,14 @@ func findLineSpans(ctx context.Context, content, old string, f patch.Fuzz) ([][2
 		pos = next
 		// Normalising never lengthens a line (but see FuzzUnicode above):
 		// one shorter than every line of old cannot match.
-		id, ok := -1, false
-		if len(text) >= minLen {
-			id, ok = ids[f.Normalize(text)]
-		}
-		if !ok {
-			j = 0
+		if len(text) < minLen {
+			lm.Reset()
 			continue
 		}
-		for j > 0 && id != pat[j] {
-			j = fail[j-1]
-		}
-		if id == pat[j] {
-			j++
-		}
-		if j < m {
+		if !lm.Next(f.Normalize(text)) {
 			continue
 		}
-		j = 0 // matches do not overlap
+		lm.Reset() // matches do not overlap
 		if len(spans) == maxEditSpans {
 			return nil, errTooManySpans{n: len(spans) + 1, atLeast: true}
 		}

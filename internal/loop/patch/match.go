@@ -130,6 +130,65 @@ func normalizeAll(lines []string, f Fuzz) []string {
 	return out
 }
 
+// LineMatcher finds a run of lines in a stream of lines, one line at a
+// time, by Knuth-Morris-Pratt over line identities: the pattern's lines are
+// interned once, a line that is none of them resets the search, and each
+// line costs amortised O(1) comparisons however the pattern repeats.
+type LineMatcher struct {
+	ids       map[string]int
+	pat, fail []int
+	j         int // pattern lines matched so far
+}
+
+// NewLineMatcher returns a matcher of pattern (not empty).
+func NewLineMatcher(pattern []string) *LineMatcher {
+	m := len(pattern)
+	lm := &LineMatcher{ids: make(map[string]int, m), pat: make([]int, m), fail: make([]int, m)}
+	for i, l := range pattern {
+		id, ok := lm.ids[l]
+		if !ok {
+			id = len(lm.ids)
+			lm.ids[l] = id
+		}
+		lm.pat[i] = id
+	}
+	for i, k := 1, 0; i < m; i++ {
+		for k > 0 && lm.pat[i] != lm.pat[k] {
+			k = lm.fail[k-1]
+		}
+		if lm.pat[i] == lm.pat[k] {
+			k++
+		}
+		lm.fail[i] = k
+	}
+	return lm
+}
+
+// Next feeds the next line and reports whether a match of the pattern ends
+// with it. After a match the search goes on as if matches may overlap;
+// Reset starts afresh instead.
+func (lm *LineMatcher) Next(line string) bool {
+	id, ok := lm.ids[line]
+	if !ok {
+		lm.j = 0
+		return false
+	}
+	for lm.j > 0 && id != lm.pat[lm.j] {
+		lm.j = lm.fail[lm.j-1]
+	}
+	if id == lm.pat[lm.j] {
+		lm.j++
+	}
+	if lm.j < len(lm.pat) {
+		return false
+	}
+	lm.j = lm.fail[lm.j-1]
+	return true
+}
+
+// Reset forgets the lines fed so far.
+func (lm *LineMatcher) Reset() { lm.j = 0 }
+
 // ctxCheckEvery is how many lines the matchers scan between checks of the
 // context.
 const ctxCheckEvery = 4096
@@ -146,57 +205,23 @@ func FindLines(ctx context.Context, lines, pattern []string, from, limit int, ov
 	if m == 0 || from < 0 || from+m > len(lines) {
 		return nil, nil
 	}
-	// Intern the pattern's lines; a file line not in the pattern can never
-	// match any pattern position.
-	ids := make(map[string]int, m)
-	pat := make([]int, m)
-	for i, l := range pattern {
-		id, ok := ids[l]
-		if !ok {
-			id = len(ids)
-			ids[l] = id
-		}
-		pat[i] = id
-	}
-	fail := make([]int, m)
-	for i, k := 1, 0; i < m; i++ {
-		for k > 0 && pat[i] != pat[k] {
-			k = fail[k-1]
-		}
-		if pat[i] == pat[k] {
-			k++
-		}
-		fail[i] = k
-	}
+	lm := NewLineMatcher(pattern)
 	var hits []int
-	j := 0
 	for i := from; i < len(lines); i++ {
 		if (i-from)%ctxCheckEvery == ctxCheckEvery-1 {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("match lines: %w", err)
 			}
 		}
-		id, ok := ids[lines[i]]
-		if !ok {
-			j = 0
+		if !lm.Next(lines[i]) {
 			continue
 		}
-		for j > 0 && id != pat[j] {
-			j = fail[j-1]
+		hits = append(hits, i-m+1)
+		if limit > 0 && len(hits) >= limit {
+			return hits, nil
 		}
-		if id == pat[j] {
-			j++
-		}
-		if j == m {
-			hits = append(hits, i-m+1)
-			if limit > 0 && len(hits) >= limit {
-				return hits, nil
-			}
-			if overlap {
-				j = fail[m-1]
-			} else {
-				j = 0
-			}
+		if !overlap {
+			lm.Reset()
 		}
 	}
 	return hits, nil
