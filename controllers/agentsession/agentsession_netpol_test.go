@@ -267,18 +267,7 @@ func TestWorkspacePolicyDeletedOrChangedIsRestored(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "a Warning Event names the restore", func() error {
-		var list eventsv1.EventList
-		if err := testClient.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range list.Items {
-			if e.Regarding.UID == first.OwnerReferences[0].UID && e.Reason == ReasonNetworkPolicyRestored && e.Type == corev1.EventTypeWarning {
-				return nil
-			}
-		}
-		return errors.New("no NetworkPolicyRestored Event")
-	})
+	waitWarning(t, ns, first.OwnerReferences[0].UID, ReasonNetworkPolicyRestored)
 
 	// An egress rule without peers or ports allows everything.
 	changePolicy(t, key, func(np *networkingv1.NetworkPolicy) {
@@ -416,4 +405,21 @@ func TestEgressTargetsResolveSideBySide(t *testing.T) {
 	if !slices.Equal(got, []string{"198.51.100.7/32:443"}) || !slices.Equal(unresolved, []string{"blackhole.example"}) {
 		t.Errorf("targets %v unresolved %v, want [198.51.100.7/32:443] [blackhole.example]", got, unresolved)
 	}
+}
+
+// waitWarning waits for a Warning Event of reason about the object uid.
+func waitWarning(t *testing.T, ns string, uid types.UID, reason string) {
+	t.Helper()
+	eventually(t, "a Warning Event "+reason, func() error {
+		var list eventsv1.EventList
+		if err := testClient.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.UID == uid && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s Event", reason)
+	})
 }

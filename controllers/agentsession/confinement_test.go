@@ -1,14 +1,12 @@
 package agentsession
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,18 +65,7 @@ func TestWorkspacePodLabelsRestored(t *testing.T) {
 			return nil
 		})
 	}
-	eventually(t, "a Warning Event names the restore", func() error {
-		var list eventsv1.EventList
-		if err := testClient.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range list.Items {
-			if e.Regarding.UID == running.UID && e.Reason == ReasonPodLabelsRestored && e.Type == corev1.EventTypeWarning {
-				return nil
-			}
-		}
-		return errors.New("no PodLabelsRestored Event")
-	})
+	waitWarning(t, ns, running.UID, ReasonPodLabelsRestored)
 	got := &agentsv1.AgentSession{}
 	if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(s), got); err != nil {
 		t.Fatal(err)
