@@ -58,6 +58,10 @@ const (
 	ReasonWorkspaceInitFailed = "WorkspaceInitFailed"
 	// ReasonWorkspaceRecreated: the pod was lost; its PVC is kept and a new pod was created.
 	ReasonWorkspaceRecreated = "WorkspaceRecreated"
+	// ReasonWorkspaceStartRetried: the container runtime could not start a container of the
+	// workspace pod (StartError: the runtime's fault, not the workspace's), so the pod was
+	// replaced; status.workspaceStartRetries counts these, at most 3 per session.
+	ReasonWorkspaceStartRetried = "WorkspaceStartRetried"
 	// ReasonWorkspaceReleased: the session finished and its pod was deleted.
 	ReasonWorkspaceReleased = "WorkspaceReleased"
 	// ReasonRunning: the agent loop is processing input.

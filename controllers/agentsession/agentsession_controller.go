@@ -508,6 +508,9 @@ func (r *Reconciler) actOnPod(ctx context.Context, s *agentsv1.AgentSession, obs
 		return r.idle(ctx, s, pod, obs)
 	}
 	if podGone(pod) || (pod == nil && loopStarted(s)) {
+		if o, res, ok, err := r.retryStart(ctx, s, pod, obs); ok {
+			return o, res, err
+		}
 		return r.workspaceLost(ctx, s, pod, obs)
 	}
 	if pod == nil {
@@ -643,6 +646,48 @@ func (r *Reconciler) stopRunner(uid types.UID, stop func(types.UID)) ctrl.Result
 		return ctrl.Result{RequeueAfter: stopPoll}
 	}
 	return ctrl.Result{}
+}
+
+// retryStart replaces a pod one of whose containers the container runtime
+// could not start (runtimeStartFailure): the runtime's fault, seen on
+// saturated nodes, so another pod may well start. Only while a new pod loses
+// no work (the loop has not started, or the workspace is on the session's own
+// claim) and no runner uses the pod, at most MaxWorkspaceStartRetries times;
+// then the session fails with WorkspaceInitFailed. Each replaced pod is
+// counted once: status.workspaceStartRetries is written first (this
+// reconcile's status), the pod is deleted by the next reconcile, which knows
+// the pod was counted by its AnnotationStartAttempt being below the count,
+// and the new pod is created as for any session without one. ok is false
+// when the pod is not one to retry.
+func (r *Reconciler) retryStart(ctx context.Context, s *agentsv1.AgentSession, pod *corev1.Pod, obs observation) (observation, ctrl.Result, bool, error) {
+	msg, failed := runtimeStartFailure(pod)
+	if !failed || sharedWorkspace(s) || r.Runner.Running(s.UID) ||
+		(loopStarted(s) && s.Spec.Workspace.Volume.PersistentVolumeClaim == nil) {
+		return obs, ctrl.Result{}, false, nil
+	}
+	retries := s.Status.WorkspaceStartRetries
+	obs.startRetry = msg
+	switch {
+	case startAttempt(pod) < retries: // counted: replace it
+		if pod.DeletionTimestamp == nil {
+			ctrl.LoggerFrom(ctx).Info("Replacing the workspace pod the container runtime could not start",
+				"pod", klog.KObj(pod), "retry", retries, "failure", msg)
+			if err := r.Client.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+				return obs, ctrl.Result{}, true, fmt.Errorf("delete pod the runtime could not start: %w", err)
+			}
+			r.Recorder.Eventf(s, pod, corev1.EventTypeWarning, agentsv1.ReasonWorkspaceStartRetried, "ReplacePod",
+				"%s; replacing workspace pod %s (retry %d of %d)", msg, pod.Name, retries, MaxWorkspaceStartRetries)
+		}
+		return obs, ctrl.Result{RequeueAfter: stopPoll}, true, nil
+	case retries >= MaxWorkspaceStartRetries:
+		obs.startRetry = ""
+		obs.lost = agentsv1.ReasonWorkspaceInitFailed
+		obs.initFailure = fmt.Sprintf("%s, also after %d new pods", msg, retries)
+		r.Runner.Abort(s.UID)
+		return obs, ctrl.Result{}, true, nil
+	}
+	obs.countStartRetry = true // this status write counts it; the next reconcile replaces the pod
+	return obs, ctrl.Result{}, true, nil
 }
 
 // workspaceLost applies the pod-loss policy: with an emptyDir the work is gone

@@ -3,6 +3,8 @@ package agentsession
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -166,11 +168,16 @@ func buildPod(s *agentsv1.AgentSession, img Images) *corev1.Pod {
 		initContainers = append(initContainers, c)
 		volumes = append(volumes, v...)
 	}
+	var annotations map[string]string
+	if n := s.Status.WorkspaceStartRetries; n > 0 {
+		annotations = map[string]string{AnnotationStartAttempt: strconv.Itoa(int(n))}
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      podName(s),
-			Namespace: s.Namespace,
-			Labels:    sessionLabels(s),
+			Name:        podName(s),
+			Namespace:   s.Namespace,
+			Labels:      sessionLabels(s),
+			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
@@ -344,13 +351,63 @@ func initFailure(pod *corev1.Pod) (string, bool) {
 		if t == nil || t.ExitCode == 0 {
 			continue
 		}
-		msg := fmt.Sprintf("init container %s exited with code %d", cs.Name, t.ExitCode)
-		if tail := strings.TrimSpace(t.Message); tail != "" {
-			msg += ": " + printable(truncate(urlUserinfo.ReplaceAllString(tail, "${1}***@"), 1024))
-		}
-		return msg, true
+		return withTail(fmt.Sprintf("init container %s exited with code %d", cs.Name, t.ExitCode), t), true
 	}
 	return "", false
+}
+
+// withTail appends to msg the container's termination message (the end of
+// its log, or the runtime's error), cut at 1 KiB, credentials in URLs
+// masked, control bytes replaced.
+func withTail(msg string, t *corev1.ContainerStateTerminated) string {
+	if tail := strings.TrimSpace(t.Message); tail != "" {
+		msg += ": " + printable(truncate(urlUserinfo.ReplaceAllString(tail, "${1}***@"), 1024))
+	}
+	return msg
+}
+
+// AnnotationStartAttempt is status.workspaceStartRetries as it was when the
+// pod was created (absent: 0). A pod the runtime could not start whose
+// attempt is below the session's count was counted already, so a manager
+// that stops between counting and deleting counts each pod once.
+const AnnotationStartAttempt = "agent-operator.dev/start-attempt"
+
+// MaxWorkspaceStartRetries bounds how often a session's pod is replaced
+// because the container runtime could not start it.
+const MaxWorkspaceStartRetries = 3
+
+// runtimeStartReasons are the reasons a container's terminated state has
+// when the container runtime could not start it: containerd's and CRI-O's
+// StartError (exit code 128, "failed to create containerd task: ..."), and
+// dockershim's ContainerCannotRun. The container never ran: under load the
+// runtime's fault, which another pod may not meet (an image whose command
+// does not exist shows the same way, and fails after the retries).
+var runtimeStartReasons = []string{"StartError", "ContainerCannotRun"}
+
+// runtimeStartFailure reports a container of pod (init or not) that the
+// container runtime could not start, and the runtime's message.
+func runtimeStartFailure(pod *corev1.Pod) (string, bool) {
+	if pod == nil {
+		return "", false
+	}
+	for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+		t := cs.State.Terminated
+		if t == nil || !slices.Contains(runtimeStartReasons, t.Reason) {
+			continue
+		}
+		return withTail(fmt.Sprintf("the container runtime could not start container %s (%s)", cs.Name, t.Reason), t), true
+	}
+	return "", false
+}
+
+// startAttempt is the pod's AnnotationStartAttempt, 0 when absent or not a
+// number.
+func startAttempt(pod *corev1.Pod) int32 {
+	n, err := strconv.ParseInt(pod.Annotations[AnnotationStartAttempt], 10, 32)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int32(n)
 }
 
 // printable replaces the control characters of s other than newline and tab

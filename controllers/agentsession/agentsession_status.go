@@ -36,6 +36,11 @@ type observation struct {
 	initFailure string
 	// recreated is set when a lost pod on a PVC is being replaced.
 	recreated bool
+	// startRetry says which container the runtime could not start while
+	// the pod is replaced for it (retryStart); countStartRetry asks this
+	// status to count the replacement in status.workspaceStartRetries.
+	startRetry      string
+	countStartRetry bool
 	// progress is the runner's view, nil when no runner exists.
 	progress *runner.Progress
 	// suspended is set while spec.suspend holds the runner stopped.
@@ -100,6 +105,9 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 		}
 	}
 
+	if obs.countStartRetry {
+		st.WorkspaceStartRetries++
+	}
 	phase, reason, msg := decidePhase(s, obs)
 	if phase != "" {
 		st.Phase = phase
@@ -255,6 +263,8 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 			"the workspace pod is gone and its emptyDir with it; use a persistentVolumeClaim volume to survive pod loss"
 	case p != nil && (p.Phase == agentsv1.PhaseFailed || p.Phase == agentsv1.PhaseAborted):
 		return p.Phase, p.Reason, p.Error
+	case obs.startRetry != "" && !s.Spec.Abort:
+		return agentsv1.PhaseProvisioning, agentsv1.ReasonWorkspaceStartRetried, startRetryMessage(s, obs)
 	case s.Spec.Abort:
 		if p == nil || p.Done {
 			return agentsv1.PhaseAborted, agentsv1.ReasonAborted, "spec.abort is set"
@@ -284,6 +294,16 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 	}
 }
 
+// startRetryMessage is the Ready condition's message while a pod the
+// runtime could not start is replaced.
+func startRetryMessage(s *agentsv1.AgentSession, obs observation) string {
+	n := s.Status.WorkspaceStartRetries
+	if obs.countStartRetry {
+		n++
+	}
+	return fmt.Sprintf("%s; a new pod replaces it (retry %d of %d)", obs.startRetry, n, MaxWorkspaceStartRetries)
+}
+
 // startingMessage is the Ready and Completed conditions' message of a session that has just
 // become Running, until its runner reports. Clearing it is no write of its own
 // (withoutProgress): the runner's first progress write, or the end, clears it.
@@ -302,6 +322,8 @@ func workspaceCondition(obs observation) metav1.Condition {
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceLost, "the workspace pod is gone"
 	case obs.released:
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceReleased, "the workspace pod was deleted"
+	case obs.startRetry != "":
+		c.Reason, c.Message = agentsv1.ReasonWorkspaceStartRetried, obs.startRetry+"; a new pod replaces it"
 	case obs.recreated:
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceRecreated, "the workspace pod was lost; a new one uses the same claim"
 	case obs.pod == nil:

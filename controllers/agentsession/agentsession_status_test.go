@@ -59,6 +59,12 @@ func TestComputeStatus(t *testing.T) {
 			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceLost, metav1.ConditionTrue, agentsv1.ReasonWorkspaceLost},
 		{"an init container failed", running, false, observation{lost: agentsv1.ReasonWorkspaceInitFailed, initFailure: "init container git-clone exited with code 128"},
 			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceInitFailed, metav1.ConditionTrue, agentsv1.ReasonWorkspaceInitFailed},
+		{"the runtime could not start the pod: counted, replaced", agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseProvisioning}, false,
+			observation{pod: pendingPod(), startRetry: "the container runtime could not start container install-executor (StartError)", countStartRetry: true},
+			agentsv1.PhaseProvisioning, metav1.ConditionFalse, agentsv1.ReasonWorkspaceStartRetried, metav1.ConditionFalse, agentsv1.ReasonWorkspaceStartRetried},
+		{"the runtime could not start a pod on a claim after the loop started", running, false,
+			observation{startRetry: "the container runtime could not start container git-clone (StartError)"},
+			agentsv1.PhaseProvisioning, metav1.ConditionFalse, agentsv1.ReasonWorkspaceStartRetried, metav1.ConditionFalse, agentsv1.ReasonWorkspaceStartRetried},
 		{"workspace container OOM-killed", running, false, observation{lost: agentsv1.ReasonWorkspaceOOMKilled, memoryLimit: "256Mi"},
 			agentsv1.PhaseFailed, metav1.ConditionFalse, agentsv1.ReasonWorkspaceOOMKilled, metav1.ConditionTrue, agentsv1.ReasonWorkspaceOOMKilled},
 		{"failed by OOM kill keeps saying so", agentsv1.AgentSessionStatus{Phase: agentsv1.PhaseFailed, Conditions: []metav1.Condition{
