@@ -685,7 +685,8 @@ type WorkspaceSpec struct {
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// volume backs /workspace: an emptyDir (default) or a PersistentVolumeClaim. With a PVC
-	// a lost pod is recreated and the session resumes; with an emptyDir it fails. Immutable.
+	// a lost pod is recreated and the session resumes (unless the claim the operator created
+	// was deleted too: then it fails with WorkspaceLost); with an emptyDir it fails. Immutable.
 	// +optional
 	// +kubebuilder:default={}
 	Volume WorkspaceVolume `json:"volume,omitempty,omitzero"`

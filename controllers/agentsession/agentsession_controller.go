@@ -712,6 +712,14 @@ func (r *Reconciler) workspaceLost(ctx context.Context, s *agentsv1.AgentSession
 		r.Runner.Abort(s.UID)
 		return obs, ctrl.Result{}, nil
 	}
+	if msg, _, err := r.claimGone(ctx, s); msg != "" || err != nil {
+		if msg != "" {
+			obs.lost, obs.lostClaim = agentsv1.ReasonWorkspaceLost, msg
+			log.Info("Workspace pod and claim lost; failing the session", "pod", klog.KRef(s.Namespace, podName(s)), "claim", msg)
+			r.Runner.Abort(s.UID)
+		}
+		return obs, ctrl.Result{}, err
+	}
 	obs.recreated = true
 	if r.Runner.Running(s.UID) {
 		r.Runner.Suspend(s.UID)
@@ -864,7 +872,23 @@ func (r *Reconciler) createPod(ctx context.Context, s *agentsv1.AgentSession) (*
 		if err := ctrl.SetControllerReference(s, pvc, r.Scheme); err != nil {
 			return nil, fmt.Errorf("own pvc: %w", err)
 		}
-		if err := r.Client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		if loopStarted(s) {
+			// Only an idle session gets here once its loop started (a lost
+			// pod's claim was checked by workspaceLost): a claim that is
+			// being deleted is waited for, one that was deleted is made anew,
+			// empty, as an emptyDir session's next pod is, and said so.
+			switch gone, deleting, err := r.claimGone(ctx, s); {
+			case err != nil:
+				return nil, err
+			case deleting:
+				return nil, fmt.Errorf("%s; the next pod waits for it to go", gone)
+			}
+		}
+		switch err := r.Client.Create(ctx, pvc); {
+		case err == nil && loopStarted(s):
+			r.Recorder.Eventf(s, pvc, corev1.EventTypeWarning, ReasonWorkspaceClaimRecreated, "CreateClaim",
+				"The workspace claim %s was deleted while the session was idle; a new, empty one was created", pvc.Name)
+		case err != nil && !apierrors.IsAlreadyExists(err):
 			return nil, fmt.Errorf("create pvc: %w", err)
 		}
 	}
@@ -884,6 +908,33 @@ func (r *Reconciler) createPod(ctx context.Context, s *agentsv1.AgentSession) (*
 	r.Recorder.Eventf(s, pod, corev1.EventTypeNormal, agentsv1.ReasonPodCreated, "CreatePod", "Created workspace pod %s", pod.Name)
 	return pod, nil
 }
+
+// claimGone says how the claim the operator created for s
+// (spec.workspace.volume.persistentVolumeClaim.size) is gone, and whether
+// it is still being deleted; "" while it is there, and for a claim the
+// operator did not create (workspaceRefsProblem checks those). Read live:
+// it is asked only when a new pod is made for a session whose loop
+// started, and claims are not cached.
+func (r *Reconciler) claimGone(ctx context.Context, s *agentsv1.AgentSession) (msg string, deleting bool, err error) {
+	if buildPVC(s) == nil {
+		return "", false, nil
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	err = r.liveReader().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: pvcName(s)}, pvc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("the workspace claim %s was deleted", pvcName(s)), false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("get workspace claim %s: %w", pvcName(s), err)
+	case pvc.DeletionTimestamp != nil:
+		return fmt.Sprintf("the workspace claim %s is being deleted", pvcName(s)), true, nil
+	}
+	return "", false, nil
+}
+
+// ReasonWorkspaceClaimRecreated is the Event reason of an idle session
+// whose deleted claim was made anew, empty, for its next pod.
+const ReasonWorkspaceClaimRecreated = "WorkspaceClaimRecreated"
 
 func (r *Reconciler) releasePod(ctx context.Context, s *agentsv1.AgentSession) error {
 	if sharedWorkspace(s) {

@@ -30,6 +30,9 @@ type observation struct {
 	// replaced, to the reason: ReasonWorkspaceLost, or ReasonWorkspaceOOMKilled
 	// when the kernel killed the workspace container. Empty otherwise.
 	lost string
+	// lostClaim says how the session's claim went, when it went with the
+	// pod (lost is ReasonWorkspaceLost then).
+	lostClaim string
 	// memoryLimit is the workspace container's memory limit, for the OOM message.
 	memoryLimit string
 	// initFailure says which init container failed and how (WorkspaceInitFailed).
@@ -97,12 +100,10 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 		tree = append(slices.Clone(tree), agentsv1.ChildStatus{TreeCost: sum.OmittedTreeCost})
 	}
 	st.TreeCost = treeCost(st.Cost, tree)
+	lostMessage := ""
 	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1.ConditionWorkspaceReady); c != nil &&
 		(c.Reason == agentsv1.ReasonWorkspaceLost || c.Reason == agentsv1.ReasonWorkspaceOOMKilled || c.Reason == agentsv1.ReasonWorkspaceInitFailed) && s.Status.Phase.IsFinal() {
-		obs.lost = c.Reason // keep saying why the session failed
-		if c.Reason == agentsv1.ReasonWorkspaceInitFailed && obs.initFailure == "" {
-			obs.initFailure = c.Message
-		}
+		obs.lost, lostMessage = c.Reason, c.Message // keep saying why the session failed, in the words it was said
 	}
 
 	if obs.countStartRetry {
@@ -148,6 +149,9 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 	}
 
 	ws := workspaceCondition(obs)
+	if lostMessage != "" {
+		ws.Message = lostMessage
+	}
 	if obs.idle && (obs.released || obs.releasing) {
 		ws.Status, ws.Reason, ws.Message = metav1.ConditionFalse, agentsv1.ReasonWorkspaceReleased, releasedMessage(s)
 	}
@@ -258,6 +262,9 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceOOMKilled,
 			"the workspace container exceeded its memory limit (" + obs.memoryLimit + ") and was killed with everything " +
 				"running in it, its emptyDir with it; raise spec.workspace.resources.limits.memory"
+	case obs.lost != "" && obs.lostClaim != "":
+		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceLost,
+			"the workspace pod is gone and " + obs.lostClaim + " with the session's work; a new pod on a new, empty claim would not resume it"
 	case obs.lost != "":
 		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceLost,
 			"the workspace pod is gone and its emptyDir with it; use a persistentVolumeClaim volume to survive pod loss"
@@ -318,6 +325,8 @@ func workspaceCondition(obs observation) metav1.Condition {
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceInitFailed, obs.initFailure
 	case obs.lost == agentsv1.ReasonWorkspaceOOMKilled:
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceOOMKilled, "the workspace container was killed for exceeding its memory limit"
+	case obs.lost != "" && obs.lostClaim != "":
+		c.Reason, c.Message = agentsv1.ReasonWorkspaceLost, "the workspace pod is gone and "+obs.lostClaim
 	case obs.lost != "":
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceLost, "the workspace pod is gone"
 	case obs.released:

@@ -1,0 +1,112 @@
+package agentsession
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
+)
+
+// deleteClaim deletes the claim the operator created for s and, unless
+// keepDeleting, lets it go as the kube-controller-manager would once no pod
+// uses it (envtest runs no controller that removes pvc-protection). It
+// returns the claim's UID.
+func deleteClaim(t *testing.T, s *agentsv1.AgentSession, keepDeleting bool) types.UID {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{}
+	key := types.NamespacedName{Namespace: s.Namespace, Name: pvcName(s)}
+	if err := testClient.Get(t.Context(), key, pvc); err != nil {
+		t.Fatalf("the operator's claim: %v", err)
+	}
+	if err := testClient.Delete(t.Context(), pvc); err != nil {
+		t.Fatalf("delete claim: %v", err)
+	}
+	if keepDeleting {
+		return pvc.UID
+	}
+	eventually(t, "the claim gone", func() error {
+		got := &corev1.PersistentVolumeClaim{}
+		switch err := testClient.Get(t.Context(), key, got); {
+		case apierrors.IsNotFound(err) || err == nil && got.UID != pvc.UID:
+			return nil
+		case err != nil:
+			return err
+		}
+		got.Finalizers = nil
+		if err := testClient.Update(t.Context(), got); err != nil {
+			return err
+		}
+		return fmt.Errorf("claim still there")
+	})
+	return pvc.UID
+}
+
+// A claim the operator created holds the session's work: when it went with
+// the pod while an input runs, the session fails saying so (WorkspaceLost)
+// instead of resuming the input on a new, empty claim, which the old code
+// did while status said "a new one uses the same claim".
+func TestLostPodAndClaimFailTheSession(t *testing.T) {
+	for _, keepDeleting := range []bool{false, true} {
+		t.Run(fmt.Sprintf("claim still being deleted %v", keepDeleting), func(t *testing.T) {
+			s, pod := blockedSession(t, func(s *agentsv1.AgentSession) {
+				s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptrQuantity("1Gi")}
+			})
+			if err := testClient.Delete(t.Context(), pod, client.GracePeriodSeconds(0)); err != nil {
+				t.Fatalf("delete pod: %v", err)
+			}
+			deleteClaim(t, s, keepDeleting)
+			got := waitPhase(t, s, agentsv1.PhaseFailed, nil)
+			c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionWorkspaceReady)
+			if c == nil || c.Reason != agentsv1.ReasonWorkspaceLost || !strings.Contains(c.Message, pvcName(s)) {
+				t.Errorf("WorkspaceReady = %+v, want WorkspaceLost naming the claim", c)
+			}
+			if !strings.Contains(got.Status.Error, "claim "+pvcName(s)) {
+				t.Errorf("status.error = %q, want it to name the claim", got.Status.Error)
+			}
+		})
+	}
+}
+
+// An idle session whose released pod's claim was deleted gets a new, empty
+// claim for the pod a message starts, as an emptyDir session gets a new
+// emptyDir, and a Warning Event says so.
+func TestIdleSessionsDeletedClaimIsMadeAnewAndSaidSo(t *testing.T) {
+	s := scriptedSession(t, newNamespace(t), func(s *agentsv1.AgentSession) {
+		s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptrQuantity("1Gi")}
+		s.Spec.Workspace.RetainAfterSuccess = &metav1.Duration{}
+	})
+	pod := getPod(t, s)
+	markPodReady(t, pod)
+	waitPhase(t, s, agentsv1.PhaseSucceeded, func(g *agentsv1.AgentSession) error {
+		if c := meta.FindStatusCondition(g.Status.Conditions, agentsv1.ConditionWorkspaceReady); c == nil || c.Reason != agentsv1.ReasonWorkspaceReleased {
+			return fmt.Errorf("WorkspaceReady = %+v", c)
+		}
+		return nil
+	})
+	old := deleteClaim(t, s, false)
+	if err := updateLatest(t, s, func(g *agentsv1.AgentSession) {
+		g.Spec.Messages = append(g.Spec.Messages, agentsv1.Message{Name: "m1", Kind: agentsv1.MessageFollowUp, Text: "Now add a comment"})
+	}); err != nil {
+		t.Fatalf("append message: %v", err)
+	}
+	markPodReady(t, waitReplacedPod(t, pod))
+	waitWarning(t, s.Namespace, s.UID, ReasonWorkspaceClaimRecreated)
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := testClient.Get(t.Context(), types.NamespacedName{Namespace: s.Namespace, Name: pvcName(s)}, pvc); err != nil || pvc.UID == old {
+		t.Errorf("claim after the message: %v (same as the deleted one: %v)", err, pvc.UID == old)
+	}
+	waitPhase(t, s, agentsv1.PhaseSucceeded, func(g *agentsv1.AgentSession) error {
+		if g.Status.Result != "Follow-up done." {
+			return fmt.Errorf("result %q", g.Status.Result)
+		}
+		return nil
+	})
+}
