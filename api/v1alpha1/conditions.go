@@ -62,6 +62,10 @@ const (
 	// workspace pod (StartError: the runtime's fault, not the workspace's), so the pod was
 	// replaced; status.workspaceStartRetries counts these, at most 3 per session.
 	ReasonWorkspaceStartRetried = "WorkspaceStartRetried"
+	// ReasonConfinementNotKept: the workspace pod's NetworkPolicy or the labels it selects the
+	// pod by were removed or changed and could not be written again (the API server refused or
+	// did not answer); no input starts in the pod until they are. Tried again every 10 s.
+	ReasonConfinementNotKept = "ConfinementNotKept"
 	// ReasonWorkspaceReleased: the session finished and its pod was deleted.
 	ReasonWorkspaceReleased = "WorkspaceReleased"
 	// ReasonRunning: the agent loop is processing input.

@@ -291,7 +291,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obs.children, obs.childSummary = children.listed, children.summary
 	now := metav1.NewTime(r.Now())
 	s.Status = computeStatus(s, obs, now)
-	if err == nil {
+	if err == nil && obs.confineErr == nil {
 		s.Status.ObservedGeneration = s.Generation
 	}
 	var deferred ctrl.Result
@@ -451,11 +451,21 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 		obs.confineErr = errors.Join(r.keepPodLabels(ctx, s, pod), r.keepNetworkPolicy(ctx, s))
 	}
 	obs, res, err := r.actOnPod(ctx, s, obs)
-	if obs.confineErr != nil && !errors.Is(err, obs.confineErr) {
-		err = errors.Join(err, obs.confineErr)
+	if obs.confineErr != nil {
+		// Not an error to back off from (the backoff grows to 16 min, and
+		// a message would wait as long after the API server takes writes
+		// again): WorkspaceReady says why nothing starts, the
+		// reconcile's generation stays unobserved, and it is tried again
+		// every confinePoll.
+		ctrl.LoggerFrom(ctx).Error(obs.confineErr, "The workspace pod's confinement could not be kept; no input starts in it until it is")
+		res = lowestResult(res, ctrl.Result{RequeueAfter: confinePoll})
 	}
 	return obs, res, err
 }
+
+// confinePoll is how often a session whose pod's confinement could not be
+// written again is looked at.
+const confinePoll = 10 * time.Second
 
 // keepPodLabels writes back the labels the session's NetworkPolicy selects
 // its pod by (the session UID) and the manager's cache watches it by
@@ -631,7 +641,7 @@ func (r *Reconciler) liveReader() client.Reader {
 // kept (obs.confineErr).
 func (r *Reconciler) ensureRunner(obs observation, s *agentsv1.AgentSession, pod *corev1.Pod) error {
 	if obs.confineErr != nil {
-		return obs.confineErr
+		return nil // act requeues; status says why
 	}
 	if err := r.Runner.Ensure(s, pod.Name); err != nil {
 		return fmt.Errorf("start runner: %w", err)

@@ -238,17 +238,7 @@ func TestScriptedSessionSucceedsAndDeliversMessagesOnce(t *testing.T) {
 	if err := updateLatest(t, got, func(g *agentsv1.AgentSession) { g.Labels = map[string]string{"poke": "1"} }); err != nil {
 		t.Fatalf("poke: %v", err)
 	}
-	evs, err := events.Replay(t.Context(), testJS.JetStream(), events.SessionRef{Namespace: ns, Name: s.Name, UID: string(got.UID)})
-	if err != nil {
-		t.Fatalf("replay journal: %v", err)
-	}
-	inputs := 0
-	for _, ev := range evs {
-		if ev.Kind == loop.EventUserInput && ev.Data.Content == "Now add a comment" {
-			inputs++
-		}
-	}
-	if inputs != 1 {
+	if inputs := journalInputs(t, events.SessionRef{Namespace: ns, Name: s.Name, UID: string(got.UID)}, "Now add a comment"); inputs != 1 {
 		t.Errorf("the follow-up reached the journal %d times, want 1", inputs)
 	}
 }
@@ -653,4 +643,21 @@ func TestPhaseEventsLeaveOutTheFirstPending(t *testing.T) {
 	if slices.Contains(reasons, string(agentsv1.PhasePending)) || !slices.Contains(reasons, string(agentsv1.PhaseRunning)) {
 		t.Errorf("transition events %v, want Running and Succeeded and no Pending", reasons)
 	}
+}
+
+// journalInputs counts the USER_INPUT events with content text in the
+// journal of the session ref.
+func journalInputs(t *testing.T, ref events.SessionRef, text string) int {
+	t.Helper()
+	evs, err := events.Replay(t.Context(), testJS.JetStream(), ref)
+	if err != nil {
+		t.Fatalf("replay journal: %v", err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == loop.EventUserInput && ev.Data.Content == text {
+			n++
+		}
+	}
+	return n
 }

@@ -329,6 +329,9 @@ func workspaceCondition(obs observation) metav1.Condition {
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceLost, "the workspace pod is gone and "+obs.lostClaim
 	case obs.lost != "":
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceLost, "the workspace pod is gone"
+	case obs.confineErr != nil:
+		c.Reason, c.Message = agentsv1.ReasonConfinementNotKept, truncate("the workspace pod's NetworkPolicy or labels "+
+			"were removed and could not be written again, so no input starts in it until they are: "+obs.confineErr.Error(), 1024)
 	case obs.released:
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceReleased, "the workspace pod was deleted"
 	case obs.startRetry != "":
