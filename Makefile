@@ -19,7 +19,7 @@ TOOLS_DIR := $(AO_CACHE)/tools
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
 HELM := $(TOOLS_DIR)/helm-$(HELM_VERSION)/helm
 CRICTL := $(TOOLS_DIR)/crictl-$(CRICTL_VERSION)/crictl
-export CONTROLLER_GEN
+export CONTROLLER_GEN HELM
 
 ## Kubernetes binaries of the local cluster and of envtest.
 K8S_BIN_DIR := $(AO_CACHE)/k8s-$(KUBERNETES_VERSION)
@@ -77,7 +77,7 @@ fuzz: ## Run each fuzz target for $(FUZZTIME): apply_patch parser and applier, e
 	done
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs and RBAC from the API markers (hack/generate.sh).
+generate: $(CONTROLLER_GEN) $(HELM) ## Regenerate deepcopy code, CRDs and RBAC from the API markers, and config/admission from the chart (hack/generate.sh).
 	@if [ -f hack/generate.sh ]; then bash hack/generate.sh; else echo "generate: no hack/generate.sh yet"; fi
 
 .PHONY: manifests
