@@ -113,10 +113,13 @@ type Reconciler struct {
 	// writes remembers each session's last status write (StatusInterval).
 	writes statusWrites
 
-	// foreign remembers the last foreign holder announced per session, so
-	// the OwnedElsewhere Event is recorded once per holder.
+	// foreign remembers the last foreign holder announced per session (by
+	// name, so the reconcile of a deleted session forgets it; the UID tells
+	// a new session of the same name), so the OwnedElsewhere Event is
+	// recorded once per holder. An entry goes when the session is deleted
+	// or found held by no other instance.
 	foreignMu sync.Mutex
-	foreign   map[types.UID]string
+	foreign   map[types.NamespacedName]foreignHolder
 
 	updates chan event.TypedGenericEvent[*agentsv1.AgentSession]
 
@@ -249,6 +252,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, s); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
+			r.forgetForeign(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -389,6 +393,7 @@ func (r *Reconciler) heldElsewhere(ctx context.Context, s *agentsv1.AgentSession
 		return ctrl.Result{RequeueAfter: stopPoll}, true
 	}
 	if f == nil {
+		r.forgetForeign(client.ObjectKeyFromObject(s))
 		return ctrl.Result{}, false
 	}
 	if p, ok := r.Runner.Progress(s.UID); ok && p.Done {
@@ -402,18 +407,32 @@ func (r *Reconciler) heldElsewhere(ctx context.Context, s *agentsv1.AgentSession
 // whichever of this reconciler's claim check or its runner found the
 // session claimed by holder.
 func (r *Reconciler) announceForeign(ctx context.Context, s *agentsv1.AgentSession, holder string) {
+	key, h := client.ObjectKeyFromObject(s), foreignHolder{uid: s.UID, holder: holder}
 	r.foreignMu.Lock()
 	if r.foreign == nil {
-		r.foreign = map[types.UID]string{}
+		r.foreign = map[types.NamespacedName]foreignHolder{}
 	}
-	announce := r.foreign[s.UID] != holder
-	r.foreign[s.UID] = holder
+	announce := r.foreign[key] != h
+	r.foreign[key] = h
 	r.foreignMu.Unlock()
 	if announce {
 		ctrl.LoggerFrom(ctx).Info("Session driven by another operator instance; leaving it alone", "owner", holder)
 		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, ReasonOwnedElsewhere, "Claim",
 			"Driven by operator instance %s; instance %s leaves it alone until that claim ends", holder, r.Claims.Me)
 	}
+}
+
+// foreignHolder is the holder last announced for a session.
+type foreignHolder struct {
+	uid    types.UID
+	holder string
+}
+
+// forgetForeign drops what announceForeign remembers of the session key.
+func (r *Reconciler) forgetForeign(key types.NamespacedName) {
+	r.foreignMu.Lock()
+	delete(r.foreign, key)
+	r.foreignMu.Unlock()
 }
 
 // ReasonOwnedElsewhere is the Event reason of a session another instance drives.

@@ -10,7 +10,9 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -106,5 +108,28 @@ func TestSessionOfAnotherClassIsIgnored(t *testing.T) {
 	err := testClient.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: s.Name + "-ws"}, &corev1.Pod{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("pod of another class's session: %v, want none", err)
+	}
+}
+
+// What the reconciler remembers of a session another instance holds (to
+// announce each holder once) goes with the session: a manager that saw many
+// sessions held elsewhere, on a busy cluster for weeks, kept an entry for
+// every one of them.
+func TestForeignHolderIsForgottenWithItsSession(t *testing.T) {
+	ns := newNamespace(t)
+	r := &Reconciler{Client: testClient, Scheme: scheme.Scheme, Recorder: suiteRecorder, Class: "foreign-test",
+		Claims: &claim.Claims{Me: suiteInstance}}
+	s := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deleted", UID: "9f0c"}}
+	r.announceForeign(t.Context(), s, "other/agent-operator/other-0")
+	r.announceForeign(t.Context(), s, "other/agent-operator/other-0")
+	if len(r.foreign) != 1 {
+		t.Fatalf("%d sessions remembered after announcing one, want 1", len(r.foreign))
+	}
+	// The session is gone (no object of its name): its reconcile forgets it.
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(s)}); err != nil {
+		t.Fatalf("reconcile a deleted session: %v", err)
+	}
+	if len(r.foreign) != 0 {
+		t.Errorf("%d sessions still remembered after the session was deleted, want 0", len(r.foreign))
 	}
 }
