@@ -56,6 +56,9 @@ type repo struct {
 	// scratch is a directory for temporary files, relative to the root and
 	// inside the git directory (never part of the work tree).
 	scratch string
+	// budget bounds what readFile holds with the other recordings' reads
+	// (nil: unbounded).
+	budget *bytesBudget
 }
 
 // quote quotes s for the POSIX shell.
@@ -179,11 +182,26 @@ func (r *repo) revParse(ctx context.Context, rev string) (string, bool, error) {
 // chunks the executor can carry. size is what the workspace reported
 // (fileSize): it must be within 0..limit before anything is allocated or
 // read, and the read fails as soon as the workspace delivers more bytes than
-// it claimed, or fewer.
-func (r *repo) readFile(ctx context.Context, name string, size, limit int64) ([]byte, error) {
+// it claimed, or fewer. The bytes are held from r.budget first; the caller
+// calls release once it no longer needs them.
+func (r *repo) readFile(ctx context.Context, name string, size, limit int64) (data []byte, release func(), err error) {
 	if size < 0 || size > limit {
-		return nil, fmt.Errorf("read %s: the workspace reports %d bytes, outside the limit of 0 to %d bytes", name, size, limit)
+		return nil, nil, fmt.Errorf("read %s: the workspace reports %d bytes, outside the limit of 0 to %d bytes", name, size, limit)
 	}
+	release, err = r.budget.hold(ctx, size)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	data, err = r.readHeld(ctx, name, size)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return data, release, nil
+}
+
+// readHeld is readFile once size is checked and held.
+func (r *repo) readHeld(ctx context.Context, name string, size int64) ([]byte, error) {
 	if size <= chunkBytes {
 		fc, err := r.env.ReadFile(ctx, name, tool.ReadOptions{MaxBytes: chunkBytes + 1})
 		if err != nil {

@@ -85,7 +85,10 @@ func TestReadFileChecksTheReportedSize(t *testing.T) {
 		{name: "more than a chunk", size: chunkBytes + 1, max: 2 * chunkBytes, err: "got 100 bytes of the 8388608"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := r.readFile(t.Context(), "f", tc.size, tc.max)
+			got, release, err := r.readFile(t.Context(), "f", tc.size, tc.max)
+			if release != nil {
+				defer release()
+			}
 			if tc.err == "" {
 				if err != nil || string(got) != content {
 					t.Fatalf("readFile = %d bytes, %v; want the file", len(got), err)

@@ -171,10 +171,11 @@ func pushBranch(ctx context.Context, r *repo, remote string, cred credentials, c
 	} else {
 		caps = capability.NewList()
 	}
-	pack, err := r.pack(ctx, c.Head, remoteRefs, !caps.Supports(noThin), caps.Supports(capability.OFSDelta), maxPack)
+	pack, release, err := r.pack(ctx, c.Head, remoteRefs, !caps.Supports(noThin), caps.Supports(capability.OFSDelta), maxPack)
 	if err != nil {
 		return fmt.Errorf("push: build the pack: %w", err)
 	}
+	defer release()
 	req := packp.NewReferenceUpdateRequestFromCapabilities(caps)
 	if caps.Supports(capability.OFSDelta) {
 		_ = req.Capabilities.Set(capability.OFSDelta)
@@ -196,7 +197,7 @@ func pushBranch(ctx context.Context, r *repo, remote string, cred credentials, c
 // pack builds, in the workspace, the pack of head's objects minus what the
 // remote's refs reach (those of them the workspace has), and reads it; a
 // pack the workspace reports over limit bytes is refused without reading it.
-func (r *repo) pack(ctx context.Context, head string, remoteRefs map[string]plumbing.Hash, thin, ofs bool, limit int64) ([]byte, error) {
+func (r *repo) pack(ctx context.Context, head string, remoteRefs map[string]plumbing.Hash, thin, ofs bool, limit int64) ([]byte, func(), error) {
 	var have []string
 	for _, h := range remoteRefs {
 		if !h.IsZero() {
@@ -209,18 +210,18 @@ func (r *repo) pack(ctx context.Context, head string, remoteRefs map[string]plum
 		have = have[:maxExcludes]
 	}
 	if _, err := r.sh(ctx, "mkdir -p "+quote(r.scratch), nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() { _, _ = r.sh(context.WithoutCancel(ctx), "rm -rf "+quote(r.scratch), nil) }()
 	revs := head + "\n"
 	if len(have) > 0 {
 		if err := r.env.WriteFile(ctx, r.scratch+"/have", []byte(strings.Join(have, "\n")+"\n")); err != nil {
-			return nil, fmt.Errorf("write the remote's refs: %w", err)
+			return nil, nil, fmt.Errorf("write the remote's refs: %w", err)
 		}
 		// Keep the ids that name commits the workspace has.
 		out, err := r.sh(ctx, r.command("cat-file", "--batch-check=%(objectname) %(objecttype)")+" < "+quote(r.scratch+"/have"), nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for line := range strings.SplitSeq(out, "\n") {
 			if id, typ, ok := strings.Cut(line, " "); ok && typ == "commit" {
@@ -229,7 +230,7 @@ func (r *repo) pack(ctx context.Context, head string, remoteRefs map[string]plum
 		}
 	}
 	if err := r.env.WriteFile(ctx, r.scratch+"/revs", []byte(revs)); err != nil {
-		return nil, fmt.Errorf("write the pack's revisions: %w", err)
+		return nil, nil, fmt.Errorf("write the pack's revisions: %w", err)
 	}
 	args := []string{"pack-objects", "--stdout", "--revs", "-q"}
 	if thin {
@@ -240,14 +241,14 @@ func (r *repo) pack(ctx context.Context, head string, remoteRefs map[string]plum
 	}
 	file := r.scratch + "/pack"
 	if _, err := r.sh(ctx, r.command(args...)+" < "+quote(r.scratch+"/revs")+" > "+quote(file), nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	size, err := r.fileSize(ctx, file)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if size > limit {
-		return nil, fmt.Errorf("the pack is %d bytes, over the operator's limit of %d bytes for one push; "+
+		return nil, nil, fmt.Errorf("the pack is %d bytes, over the operator's limit of %d bytes for one push; "+
 			"make the change smaller (leave large or generated files out of the work tree or list them in .gitignore), "+
 			"or push to a remote that already has the commits the session started from", size, limit)
 	}

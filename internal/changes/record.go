@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -68,6 +69,11 @@ type Recorder struct {
 	// DefaultMaxPackBytes). A larger pack fails the push (PushFailed)
 	// without being read; the change stays recorded.
 	MaxPackBytes int64
+	// MaxBytesInFlight bounds the bytes of packs and patches held at once
+	// by all recordings of this Recorder, i.e. of the manager (0:
+	// DefaultMaxBytesInFlight); a recording waits for its share. Set it
+	// before the first recording.
+	MaxBytesInFlight int64
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Log is the logger; it never receives a secret.
@@ -76,6 +82,21 @@ type Recorder struct {
 	// transport is the HTTP transport of pushes (nil: the default); tests
 	// set it to trust their TLS server.
 	transport http.RoundTripper
+
+	budgetOnce sync.Once
+	budget     *bytesBudget
+}
+
+// bytes is the Recorder's budget of bytes in flight.
+func (rc *Recorder) bytes() *bytesBudget {
+	rc.budgetOnce.Do(func() {
+		size := rc.MaxBytesInFlight
+		if size <= 0 {
+			size = DefaultMaxBytesInFlight
+		}
+		rc.budget = newBytesBudget(size)
+	})
+	return rc.budget
 }
 
 // Result is the outcome of one recording. It never fails the session.
@@ -248,11 +269,12 @@ func (rc *Recorder) Record(ctx context.Context, env tool.ExecutionEnvironment, s
 		res.RecordReason, res.RecordMessage = agentsv1.ReasonRecordFailed, err.Error()
 		return res
 	}
+	r.budget = rc.bytes()
 	now := rc.now()
 	c.RecordedTime = &metav1.Time{Time: now}
 	res.Changes = c
 
-	patch, err := rc.patch(ctx, r, c)
+	patch, release, err := rc.patch(ctx, r, c)
 	if err != nil {
 		res.RecordReason, res.RecordMessage = agentsv1.ReasonRecordFailed, err.Error()
 	}
@@ -262,6 +284,8 @@ func (rc *Recorder) Record(ctx context.Context, env tool.ExecutionEnvironment, s
 			res.RecordReason, res.RecordMessage = agentsv1.ReasonRecordFailed, fmt.Sprintf("store the patch: %v", err)
 		}
 	}
+	release()
+	patch = nil
 	if stored := rc.artifacts(ctx, env, s, c); stored != nil {
 		list, _ := json.Marshal(stored)
 		if err := rc.Store.PutObject(ctx, s.Namespace, s.Name, string(s.UID), ArtifactsObject, list); err != nil && res.RecordReason == "" {
@@ -483,30 +507,31 @@ func parseNumstat(numstat, nameStatus string) ([]agentsv1.FileChange, error) {
 
 // patch returns git diff --binary base head; nil (and a skipped note) when
 // it is over MaxPatchBytes.
-func (rc *Recorder) patch(ctx context.Context, r *repo, c *agentsv1.Changes) ([]byte, error) {
+func (rc *Recorder) patch(ctx context.Context, r *repo, c *agentsv1.Changes) ([]byte, func(), error) {
+	none := func() {}
 	file := r.scratch + "/changes.patch"
 	line := "mkdir -p " + quote(r.scratch) + " && " +
 		r.command(append(append([]string{"diff", "--binary", "--full-index"}, diffArgs...), c.Base, c.Head)...) +
 		" > " + quote(file)
 	if _, err := r.sh(ctx, line, nil); err != nil {
-		return nil, fmt.Errorf("make the patch: %w", err)
+		return nil, none, fmt.Errorf("make the patch: %w", err)
 	}
 	defer func() { _, _ = r.sh(context.WithoutCancel(ctx), "rm -rf "+quote(r.scratch), nil) }()
 	size, err := r.fileSize(ctx, file)
 	if err != nil {
-		return nil, fmt.Errorf("make the patch: %w", err)
+		return nil, none, fmt.Errorf("make the patch: %w", err)
 	}
 	if size > MaxPatchBytes {
-		return nil, fmt.Errorf("the patch is %d bytes, over the %d bytes stored; the commit %s holds the change", size, MaxPatchBytes, c.Head)
+		return nil, none, fmt.Errorf("the patch is %d bytes, over the %d bytes stored; the commit %s holds the change", size, MaxPatchBytes, c.Head)
 	}
 	if size == 0 {
-		return []byte{}, nil
+		return []byte{}, none, nil
 	}
-	data, err := r.readFile(ctx, file, size, MaxPatchBytes)
+	data, release, err := r.readFile(ctx, file, size, MaxPatchBytes)
 	if err != nil {
-		return nil, fmt.Errorf("read the patch: %w", err)
+		return nil, none, fmt.Errorf("read the patch: %w", err)
 	}
-	return data, nil
+	return data, release, nil
 }
 
 // artifacts stores the files matching spec.outputs within the limits,
