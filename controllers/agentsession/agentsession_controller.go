@@ -537,8 +537,11 @@ func (r *Reconciler) actOnPod(ctx context.Context, s *agentsv1.AgentSession, obs
 		return r.idle(ctx, s, pod, obs)
 	}
 	if podGone(pod) || (pod == nil && loopStarted(s)) {
-		if o, res, ok, err := r.retryStart(ctx, s, pod, obs); ok {
-			return o, res, err
+		// A new pod loses no work before the loop started or on a claim.
+		if !loopStarted(s) || s.Spec.Workspace.Volume.PersistentVolumeClaim != nil {
+			if o, res, ok, err := r.retryStart(ctx, s, pod, obs); ok {
+				return o, res, err
+			}
 		}
 		return r.workspaceLost(ctx, s, pod, obs)
 	}
@@ -588,6 +591,19 @@ func (r *Reconciler) idle(ctx context.Context, s *agentsv1.AgentSession, pod *co
 	if len(pendingMessages(s)) > 0 && !s.Spec.Suspend {
 		switch {
 		case podGone(pod):
+			// The pod made for the message could not start: the runtime's
+			// fault is retried (bounded); an init container that failed (a
+			// clone whose credentials were revoked since) fails the input
+			// the message started, where a new pod each time would fail
+			// the same way, forever.
+			if o, res, ok, err := r.retryStart(ctx, s, pod, obs); ok {
+				return o, res, err
+			}
+			if msg, ok := initFailure(pod); ok {
+				obs.lost, obs.initFailure = agentsv1.ReasonWorkspaceInitFailed, msg
+				ctrl.LoggerFrom(ctx).Info("Workspace pod for a message could not start; failing the session", "pod", klog.KObj(pod), "failure", msg)
+				return obs, ctrl.Result{}, nil
+			}
 			obs.releasing = true // afterStatus deletes it; a new one follows
 			return obs, ctrl.Result{RequeueAfter: stopPoll}, nil
 		case pod == nil && sharedWorkspace(s):
@@ -679,9 +695,10 @@ func (r *Reconciler) stopRunner(uid types.UID, stop func(types.UID)) ctrl.Result
 
 // retryStart replaces a pod one of whose containers the container runtime
 // could not start (runtimeStartFailure): the runtime's fault, seen on
-// saturated nodes, so another pod may well start. Only while a new pod loses
-// no work (the loop has not started, or the workspace is on the session's own
-// claim) and no runner uses the pod, at most MaxWorkspaceStartRetries times;
+// saturated nodes, so another pod may well start. The caller knows that a
+// new pod loses no work (the loop has not started, the workspace is on the
+// session's own claim, or an idle session's pod is made for a message);
+// only while no runner uses the pod, at most MaxWorkspaceStartRetries times;
 // then the session fails with WorkspaceInitFailed. Each replaced pod is
 // counted once: status.workspaceStartRetries is written first (this
 // reconcile's status), the pod is deleted by the next reconcile, which knows
@@ -690,8 +707,7 @@ func (r *Reconciler) stopRunner(uid types.UID, stop func(types.UID)) ctrl.Result
 // when the pod is not one to retry.
 func (r *Reconciler) retryStart(ctx context.Context, s *agentsv1.AgentSession, pod *corev1.Pod, obs observation) (observation, ctrl.Result, bool, error) {
 	msg, failed := runtimeStartFailure(pod)
-	if !failed || sharedWorkspace(s) || r.Runner.Running(s.UID) ||
-		(loopStarted(s) && s.Spec.Workspace.Volume.PersistentVolumeClaim == nil) {
+	if !failed || sharedWorkspace(s) || r.Runner.Running(s.UID) {
 		return obs, ctrl.Result{}, false, nil
 	}
 	retries := s.Status.WorkspaceStartRetries

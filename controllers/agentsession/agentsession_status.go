@@ -270,7 +270,7 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 			"the workspace pod is gone and its emptyDir with it; use a persistentVolumeClaim volume to survive pod loss"
 	case p != nil && (p.Phase == agentsv1.PhaseFailed || p.Phase == agentsv1.PhaseAborted):
 		return p.Phase, p.Reason, p.Error
-	case obs.startRetry != "" && !s.Spec.Abort:
+	case obs.startRetry != "" && !s.Spec.Abort && !obs.idle:
 		return agentsv1.PhaseProvisioning, agentsv1.ReasonWorkspaceStartRetried, startRetryMessage(s, obs)
 	case s.Spec.Abort:
 		if p == nil || p.Done {

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -93,7 +95,7 @@ func waitReplaced(t *testing.T, s *agentsv1.AgentSession, old types.UID, want in
 			return fmt.Errorf("new pod's %s = %q, want %d", AnnotationStartAttempt, pod.Annotations[AnnotationStartAttempt], want)
 		case got.Status.WorkspaceStartRetries != want:
 			return fmt.Errorf("status.workspaceStartRetries = %d, want %d", got.Status.WorkspaceStartRetries, want)
-		case got.Status.Phase.IsFinal():
+		case got.Status.Phase == agentsv1.PhaseFailed || got.Status.Phase == agentsv1.PhaseAborted:
 			return fmt.Errorf("session ended %s: %s", got.Status.Phase, got.Status.Error)
 		}
 		return nil
@@ -153,5 +155,84 @@ func TestRuntimeStartErrorReplacesThePod(t *testing.T) {
 		if got.Status.WorkspaceStartRetries != 1 {
 			t.Errorf("workspaceStartRetries = %d, want 1: the pod was counted twice", got.Status.WorkspaceStartRetries)
 		}
+	})
+}
+
+// idleReleased runs a scripted session to Succeeded with its pod released
+// (retainAfterSuccess 0s), appends a follow-up and returns the session and
+// the pod made for it, not Ready yet.
+func idleReleased(t *testing.T) (*agentsv1.AgentSession, *corev1.Pod) {
+	t.Helper()
+	s := scriptedSession(t, newNamespace(t), func(s *agentsv1.AgentSession) {
+		s.Spec.Workspace.RetainAfterSuccess = &metav1.Duration{}
+	})
+	first := getPod(t, s)
+	markPodReady(t, first)
+	waitPhase(t, s, agentsv1.PhaseSucceeded, func(g *agentsv1.AgentSession) error {
+		if c := meta.FindStatusCondition(g.Status.Conditions, agentsv1.ConditionWorkspaceReady); c == nil || c.Reason != agentsv1.ReasonWorkspaceReleased {
+			return fmt.Errorf("WorkspaceReady = %+v", c)
+		}
+		return nil
+	})
+	if err := updateLatest(t, s, func(g *agentsv1.AgentSession) {
+		g.Spec.Messages = append(g.Spec.Messages, agentsv1.Message{Name: "m1", Kind: agentsv1.MessageFollowUp, Text: "Now add a comment"})
+	}); err != nil {
+		t.Fatalf("append message: %v", err)
+	}
+	return s, waitReplacedPod(t, first)
+}
+
+// The pod made for an idle session's message is as exposed to the runtime
+// as any: a StartError is retried the same way and the message then runs.
+// An init container that ran and failed (a clone whose credentials were
+// revoked since the first input) fails the input the message started: the
+// old code deleted and recreated the pod every few seconds, forever, while
+// the session said Succeeded.
+func TestMessagesPodThatCannotStart(t *testing.T) {
+	t.Run("the runtime could not start it: replaced, the message runs", func(t *testing.T) {
+		s, pod := idleReleased(t)
+		old := failPodToStart(t, s)
+		waitReplaced(t, s, old, 1)
+		if pod.UID != old {
+			t.Fatalf("failed pod %s, want the message's %s", old, pod.UID)
+		}
+		markPodReady(t, getPod(t, s))
+		got := waitPhase(t, s, agentsv1.PhaseSucceeded, func(g *agentsv1.AgentSession) error {
+			if g.Status.Result != "Follow-up done." {
+				return fmt.Errorf("result %q", g.Status.Result)
+			}
+			return nil
+		})
+		if got.Status.WorkspaceStartRetries != 1 {
+			t.Errorf("workspaceStartRetries = %d, want 1", got.Status.WorkspaceStartRetries)
+		}
+	})
+	t.Run("its clone failed: the session fails saying why, no new pods", func(t *testing.T) {
+		s, pod := idleReleased(t)
+		pod.Status.Phase = corev1.PodFailed
+		pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.InitContainers[0].Name, State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "Error",
+				Message: "fatal: Authentication failed for 'https://git.example/demo.git/'"}}}}
+		if err := testClient.Status().Update(t.Context(), pod); err != nil {
+			t.Fatalf("fail the clone: %v", err)
+		}
+		got := waitPhase(t, s, agentsv1.PhaseFailed, nil)
+		c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionWorkspaceReady)
+		if c == nil || c.Reason != agentsv1.ReasonWorkspaceInitFailed || !strings.Contains(c.Message, "Authentication failed") {
+			t.Errorf("WorkspaceReady = %+v, want WorkspaceInitFailed with the clone's log", c)
+		}
+		eventually(t, "the failed pod released, none made after it", func() error {
+			p := &corev1.Pod{}
+			err := testClient.Get(t.Context(), client.ObjectKeyFromObject(pod), p)
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil
+			case err != nil:
+				return err
+			case p.UID != pod.UID:
+				return fmt.Errorf("a new pod %s was made for a failed session", p.UID)
+			}
+			return fmt.Errorf("the failed pod is still there")
+		})
 	})
 }
