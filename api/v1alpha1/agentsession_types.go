@@ -980,10 +980,10 @@ type AgentSessionStatus struct {
 	// +optional
 	Currency string `json:"currency,omitempty"`
 
-	// workspaceStartRetries is how many times a workspace pod was replaced because the
-	// container runtime could not start one of its containers (reason StartError, e.g.
-	// "failed to create containerd task" on a saturated node): at most 3, after which the
-	// session fails with WorkspaceInitFailed. A pod is replaced only while that loses no work:
+	// workspaceStartRetries is how many times in a row a workspace pod was replaced because
+	// the container runtime could not start one of its containers (reason StartError, e.g.
+	// "failed to create containerd task" on a saturated node); 0 again once a pod is Ready.
+	// At most 3, after which the session fails with WorkspaceInitFailed. A pod is replaced only while that loses no work:
 	// before the loop started, or with the workspace on a persistentVolumeClaim.
 	// +optional
 	WorkspaceStartRetries int32 `json:"workspaceStartRetries,omitempty"`

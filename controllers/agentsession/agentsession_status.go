@@ -106,8 +106,13 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 		obs.lost, lostMessage = c.Reason, c.Message // keep saying why the session failed, in the words it was said
 	}
 
-	if obs.countStartRetry {
+	switch {
+	case obs.countStartRetry:
 		st.WorkspaceStartRetries++
+	case podReady(obs.pod):
+		// A pod started: the retries bound failures in a row, not over a
+		// session's life (an idle session may get messages for weeks).
+		st.WorkspaceStartRetries = 0
 	}
 	phase, reason, msg := decidePhase(s, obs)
 	if phase != "" {

@@ -116,8 +116,8 @@ func TestRuntimeStartErrorReplacesThePod(t *testing.T) {
 		waitWarning(t, s.Namespace, s.UID, agentsv1.ReasonWorkspaceStartRetried)
 		markPodReady(t, getPod(t, s))
 		got := waitPhase(t, s, agentsv1.PhaseSucceeded, nil)
-		if got.Status.WorkspaceStartRetries != 1 || got.Status.Result != "Done." {
-			t.Errorf("workspaceStartRetries = %d, result %q; want 1, Done.", got.Status.WorkspaceStartRetries, got.Status.Result)
+		if got.Status.WorkspaceStartRetries != 0 || got.Status.Result != "Done." {
+			t.Errorf("workspaceStartRetries = %d, result %q; want 0 (a pod started), Done.", got.Status.WorkspaceStartRetries, got.Status.Result)
 		}
 	})
 	t.Run("bounded, then the session fails saying why", func(t *testing.T) {
@@ -203,8 +203,8 @@ func TestMessagesPodThatCannotStart(t *testing.T) {
 			}
 			return nil
 		})
-		if got.Status.WorkspaceStartRetries != 1 {
-			t.Errorf("workspaceStartRetries = %d, want 1", got.Status.WorkspaceStartRetries)
+		if got.Status.WorkspaceStartRetries != 0 {
+			t.Errorf("workspaceStartRetries = %d, want 0 once the pod started", got.Status.WorkspaceStartRetries)
 		}
 	})
 	t.Run("its clone failed: the session fails saying why, no new pods", func(t *testing.T) {
