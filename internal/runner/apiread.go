@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"time"
@@ -42,6 +43,11 @@ func (r steadyReader) Get(ctx context.Context, key client.ObjectKey, obj client.
 		b = steadyReadBackoff
 	}
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 && ctx.Err() != nil {
+			// The wait and the end may be ready together, and select
+			// picks either: a stopped runner reads no more.
+			return fmt.Errorf("read %s: %w", key, ctx.Err())
+		}
 		err := r.Reader.Get(ctx, key, obj, opts...)
 		if err == nil || !unanswered(err) || ctx.Err() != nil {
 			return err

@@ -221,6 +221,12 @@ func (s *session) run() {
 	defer stopAhead()
 	s.readConfigAhead(aheadCtx) // beside the claim (start.go)
 	defer func() {
+		// The read ahead ends before the runner says it has: an ended
+		// runner reads nothing more.
+		stopAhead()
+		if s.config != nil {
+			<-s.config.done
+		}
 		s.mu.Lock()
 		s.prog.Done = true
 		s.mu.Unlock()
