@@ -58,6 +58,10 @@ func retryTransient[T any](ctx context.Context, budget, initial time.Duration, l
 	delay := initial
 	for attempt := 1; ; attempt++ {
 		v, err := open(ctx)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			// The caller gave up while open failed: say so, with why open failed.
+			return v, fmt.Errorf("%s: %w (last error: %w)", what, ctx.Err(), err)
+		}
 		if err == nil || !transient(ctx, err) {
 			return v, err
 		}
