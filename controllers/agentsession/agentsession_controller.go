@@ -609,11 +609,24 @@ func (r *Reconciler) idle(ctx context.Context, s *agentsv1.AgentSession, pod *co
 		case pod == nil && sharedWorkspace(s):
 			return obs, ctrl.Result{}, nil // the parent's pod; the parent brings it back
 		case pod == nil:
-			var err error
+			// The claim of a released pod may have been deleted meanwhile: one
+			// still being deleted is waited for, one gone is made anew,
+			// empty, as an emptyDir session's next pod is, and said so.
+			gone, deleting, err := r.claimGone(ctx, s)
+			switch {
+			case err != nil:
+				return obs, ctrl.Result{}, err
+			case deleting:
+				return obs, ctrl.Result{}, fmt.Errorf("%s; the next pod waits for it to go", gone)
+			}
 			if obs.configError, err = r.workspaceRefsProblem(ctx, s); obs.configError != "" || err != nil {
 				return obs, ctrl.Result{}, err
 			}
 			obs.pod, err = r.createPod(ctx, s)
+			if err == nil && gone != "" {
+				r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonWorkspaceClaimRecreated, "CreateClaim",
+					"%s while the session was idle; a new, empty one was created for the next pod", gone)
+			}
 			return obs, ctrl.Result{}, err
 		case !podReady(pod):
 			return obs, ctrl.Result{}, nil // the pod watch brings Ready
@@ -757,14 +770,6 @@ func (r *Reconciler) workspaceLost(ctx context.Context, s *agentsv1.AgentSession
 		r.Runner.Abort(s.UID)
 		return obs, ctrl.Result{}, nil
 	}
-	if msg, _, err := r.claimGone(ctx, s); msg != "" || err != nil {
-		if msg != "" {
-			obs.lost, obs.lostClaim = agentsv1.ReasonWorkspaceLost, msg
-			log.Info("Workspace pod and claim lost; failing the session", "pod", klog.KRef(s.Namespace, podName(s)), "claim", msg)
-			r.Runner.Abort(s.UID)
-		}
-		return obs, ctrl.Result{}, err
-	}
 	obs.recreated = true
 	if r.Runner.Running(s.UID) {
 		r.Runner.Suspend(s.UID)
@@ -779,6 +784,16 @@ func (r *Reconciler) workspaceLost(ctx context.Context, s *agentsv1.AgentSession
 			}
 		}
 		return obs, ctrl.Result{RequeueAfter: stopPoll}, nil
+	}
+	// The claim holds the input's work: one deleted with the pod is never
+	// made anew under it (read once, when the new pod is due).
+	if msg, _, err := r.claimGone(ctx, s); msg != "" || err != nil {
+		if msg != "" {
+			obs.recreated, obs.lost, obs.lostClaim = false, agentsv1.ReasonWorkspaceLost, msg
+			log.Info("Workspace pod and claim lost; failing the session", "pod", klog.KRef(s.Namespace, podName(s)), "claim", msg)
+			r.Runner.Abort(s.UID)
+		}
+		return obs, ctrl.Result{}, err
 	}
 	var err error
 	if obs.configError, err = r.workspaceRefsProblem(ctx, s); obs.configError != "" || err != nil {
@@ -917,23 +932,7 @@ func (r *Reconciler) createPod(ctx context.Context, s *agentsv1.AgentSession) (*
 		if err := ctrl.SetControllerReference(s, pvc, r.Scheme); err != nil {
 			return nil, fmt.Errorf("own pvc: %w", err)
 		}
-		if loopStarted(s) {
-			// Only an idle session gets here once its loop started (a lost
-			// pod's claim was checked by workspaceLost): a claim that is
-			// being deleted is waited for, one that was deleted is made anew,
-			// empty, as an emptyDir session's next pod is, and said so.
-			switch gone, deleting, err := r.claimGone(ctx, s); {
-			case err != nil:
-				return nil, err
-			case deleting:
-				return nil, fmt.Errorf("%s; the next pod waits for it to go", gone)
-			}
-		}
-		switch err := r.Client.Create(ctx, pvc); {
-		case err == nil && loopStarted(s):
-			r.Recorder.Eventf(s, pvc, corev1.EventTypeWarning, ReasonWorkspaceClaimRecreated, "CreateClaim",
-				"The workspace claim %s was deleted while the session was idle; a new, empty one was created", pvc.Name)
-		case err != nil && !apierrors.IsAlreadyExists(err):
+		if err := r.Client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create pvc: %w", err)
 		}
 	}
@@ -957,9 +956,9 @@ func (r *Reconciler) createPod(ctx context.Context, s *agentsv1.AgentSession) (*
 // claimGone says how the claim the operator created for s
 // (spec.workspace.volume.persistentVolumeClaim.size) is gone, and whether
 // it is still being deleted; "" while it is there, and for a claim the
-// operator did not create (workspaceRefsProblem checks those). Read live:
-// it is asked only when a new pod is made for a session whose loop
-// started, and claims are not cached.
+// operator did not create (workspaceRefsProblem checks those). Read live,
+// once per new pod of a session whose loop started (a lost pod's, an idle
+// session's): claims are not cached.
 func (r *Reconciler) claimGone(ctx context.Context, s *agentsv1.AgentSession) (msg string, deleting bool, err error) {
 	if buildPVC(s) == nil {
 		return "", false, nil
