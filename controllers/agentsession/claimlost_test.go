@@ -2,14 +2,17 @@ package agentsession
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
@@ -79,24 +82,11 @@ func TestLostPodAndClaimFailTheSession(t *testing.T) {
 // claim for the pod a message starts, as an emptyDir session gets a new
 // emptyDir, and a Warning Event says so.
 func TestIdleSessionsDeletedClaimIsMadeAnewAndSaidSo(t *testing.T) {
-	s := scriptedSession(t, newNamespace(t), func(s *agentsv1.AgentSession) {
+	s, pod := releasedIdleSession(t, func(s *agentsv1.AgentSession) {
 		s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptrQuantity("1Gi")}
-		s.Spec.Workspace.RetainAfterSuccess = &metav1.Duration{}
-	})
-	pod := getPod(t, s)
-	markPodReady(t, pod)
-	waitPhase(t, s, agentsv1.PhaseSucceeded, func(g *agentsv1.AgentSession) error {
-		if c := meta.FindStatusCondition(g.Status.Conditions, agentsv1.ConditionWorkspaceReady); c == nil || c.Reason != agentsv1.ReasonWorkspaceReleased {
-			return fmt.Errorf("WorkspaceReady = %+v", c)
-		}
-		return nil
 	})
 	old := deleteClaim(t, s, false)
-	if err := updateLatest(t, s, func(g *agentsv1.AgentSession) {
-		g.Spec.Messages = append(g.Spec.Messages, agentsv1.Message{Name: "m1", Kind: agentsv1.MessageFollowUp, Text: "Now add a comment"})
-	}); err != nil {
-		t.Fatalf("append message: %v", err)
-	}
+	appendFollowUp(t, s)
 	markPodReady(t, waitReplacedPod(t, pod))
 	waitWarning(t, s.Namespace, s.UID, ReasonWorkspaceClaimRecreated)
 	pvc := &corev1.PersistentVolumeClaim{}
@@ -109,4 +99,30 @@ func TestIdleSessionsDeletedClaimIsMadeAnewAndSaidSo(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// An API server that does not answer while a lost pod's claim is looked at
+// is an outage, not a lost claim: claimGone reports the error and says
+// nothing is gone, so the reconcile is tried again and the session is not
+// failed (workspaceLost fails it only on a message).
+func TestClaimReadDuringAnOutageLosesNothing(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	away := rest.CopyConfig(testCfg)
+	away.Host = "https://" + l.Addr().String()
+	_ = l.Close() // nothing listens there now
+	away.Timeout = 2 * time.Second
+	reader, err := client.New(away, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: testClient, APIReader: reader}
+	s := &agentsv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: newNamespace(t), Name: "outage", UID: "5e1f"}}
+	s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptrQuantity("1Gi")}
+	msg, deleting, err := r.claimGone(t.Context(), s)
+	if err == nil || msg != "" || deleting {
+		t.Errorf("claimGone during an outage = %q, %v, %v; want no verdict and the error", msg, deleting, err)
+	}
 }

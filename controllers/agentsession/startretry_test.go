@@ -148,37 +148,54 @@ func TestRuntimeStartErrorReplacesThePod(t *testing.T) {
 		}
 		old := failPodToStart(t, s)
 		waitReplaced(t, s, old, 1)
-		time.Sleep(2 * time.Second) // a second count would come with the first reconciles after the replacement
-		if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(s), got); err != nil {
-			t.Fatal(err)
-		}
-		if got.Status.WorkspaceStartRetries != 1 {
-			t.Errorf("workspaceStartRetries = %d, want 1: the pod was counted twice", got.Status.WorkspaceStartRetries)
-		}
+		// A second count would come with the first reconciles after the replacement.
+		consistently(t, 2*time.Second, "the pod counted once", func() error {
+			if err := testClient.Get(t.Context(), client.ObjectKeyFromObject(s), got); err != nil {
+				return err
+			}
+			if got.Status.WorkspaceStartRetries != 1 {
+				return fmt.Errorf("workspaceStartRetries = %d, want 1: the pod was counted twice", got.Status.WorkspaceStartRetries)
+			}
+			return nil
+		})
 	})
 }
 
-// idleReleased runs a scripted session to Succeeded with its pod released
-// (retainAfterSuccess 0s), appends a follow-up and returns the session and
-// the pod made for it, not Ready yet.
-func idleReleased(t *testing.T) (*agentsv1.AgentSession, *corev1.Pod) {
+// releasedIdleSession runs a scripted session (changed by change) to
+// Succeeded with its pod released (retainAfterSuccess 0s) and returns it
+// with the released pod.
+func releasedIdleSession(t *testing.T, change ...func(*agentsv1.AgentSession)) (*agentsv1.AgentSession, *corev1.Pod) {
 	t.Helper()
-	s := scriptedSession(t, newNamespace(t), func(s *agentsv1.AgentSession) {
+	s := scriptedSession(t, newNamespace(t), append([]func(*agentsv1.AgentSession){func(s *agentsv1.AgentSession) {
 		s.Spec.Workspace.RetainAfterSuccess = &metav1.Duration{}
-	})
-	first := getPod(t, s)
-	markPodReady(t, first)
+	}}, change...)...)
+	pod := getPod(t, s)
+	markPodReady(t, pod)
 	waitPhase(t, s, agentsv1.PhaseSucceeded, func(g *agentsv1.AgentSession) error {
 		if c := meta.FindStatusCondition(g.Status.Conditions, agentsv1.ConditionWorkspaceReady); c == nil || c.Reason != agentsv1.ReasonWorkspaceReleased {
 			return fmt.Errorf("WorkspaceReady = %+v", c)
 		}
 		return nil
 	})
+	return s, pod
+}
+
+// appendFollowUp appends the follow-up m1 of the default script to s.
+func appendFollowUp(t *testing.T, s *agentsv1.AgentSession) {
+	t.Helper()
 	if err := updateLatest(t, s, func(g *agentsv1.AgentSession) {
 		g.Spec.Messages = append(g.Spec.Messages, agentsv1.Message{Name: "m1", Kind: agentsv1.MessageFollowUp, Text: "Now add a comment"})
 	}); err != nil {
 		t.Fatalf("append message: %v", err)
 	}
+}
+
+// idleReleased is releasedIdleSession with a follow-up appended; it returns
+// the session and the pod made for the follow-up, not Ready yet.
+func idleReleased(t *testing.T) (*agentsv1.AgentSession, *corev1.Pod) {
+	t.Helper()
+	s, first := releasedIdleSession(t)
+	appendFollowUp(t, s)
 	return s, waitReplacedPod(t, first)
 }
 
