@@ -893,8 +893,8 @@ type AgentSessionStatus struct {
 	Phase Phase `json:"phase,omitempty"`
 
 	// conditions: Ready, WorkspaceReady, Completed, JournalAvailable, ModelAvailable,
-	// HistoryAvailable, ChangesRecorded, ChangesPushed and Accepted (only on a session no
-	// install took up in time, see the ClassNotServed reason).
+	// WorkspaceAvailable, HistoryAvailable, ChangesRecorded, ChangesPushed and Accepted (only on
+	// a session no install took up in time, see the ClassNotServed reason).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

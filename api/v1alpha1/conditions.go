@@ -14,6 +14,11 @@ const (
 	// ConditionModelAvailable is False while the model provider keeps failing with transient
 	// errors and the session waits for it (spec.limits.modelOutageTolerance).
 	ConditionModelAvailable = "ModelAvailable"
+	// ConditionWorkspaceAvailable is False while a tool call waits for the workspace's executor
+	// stream because the Kubernetes API server, or the way through it to the pod, is unavailable
+	// (each call waits up to an hour, within the session's deadline), and True once the stream
+	// opened again. It is set only on sessions that waited.
+	ConditionWorkspaceAvailable = "WorkspaceAvailable"
 	// ConditionHistoryAvailable is False when the session's journal is gone (older than the
 	// journal's retention): the session keeps its final phase, and a message cannot resume it.
 	ConditionHistoryAvailable = "HistoryAvailable"
@@ -31,6 +36,11 @@ const (
 	ReasonModelUnavailable = "ModelUnavailable"
 	// ReasonModelResponding: the last model call succeeded.
 	ReasonModelResponding = "Responding"
+	// ReasonWorkspaceUnreachable: a tool call waits for the workspace's executor stream, which
+	// cannot be opened for now; the message has the last error and since when.
+	ReasonWorkspaceUnreachable = "WorkspaceUnreachable"
+	// ReasonWorkspaceReachable: the workspace's executor stream opened after a wait.
+	ReasonWorkspaceReachable = "Reachable"
 	// ReasonHistoryExpired: the journal no longer holds the session's events.
 	ReasonHistoryExpired = "HistoryExpired"
 	// ReasonClassNotServed: no operator install has taken the session up within the reporting

@@ -195,6 +195,15 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 			setCondition(&st, agentsv1.ConditionModelAvailable, metav1.Condition{Type: agentsv1.ConditionModelAvailable,
 				Status: metav1.ConditionTrue, Reason: agentsv1.ReasonModelResponding}, gen)
 		}
+		if p.WorkspaceUnavailable != "" {
+			setCondition(&st, agentsv1.ConditionWorkspaceAvailable, metav1.Condition{Type: agentsv1.ConditionWorkspaceAvailable,
+				Status: metav1.ConditionFalse, Reason: agentsv1.ReasonWorkspaceUnreachable,
+				Message: truncate("a tool call waits for the workspace's executor stream since "+
+					p.WorkspaceUnavailableSince.UTC().Format(time.RFC3339)+": "+p.WorkspaceUnavailable, 1024)}, gen)
+		} else if meta.FindStatusCondition(st.Conditions, agentsv1.ConditionWorkspaceAvailable) != nil {
+			setCondition(&st, agentsv1.ConditionWorkspaceAvailable, metav1.Condition{Type: agentsv1.ConditionWorkspaceAvailable,
+				Status: metav1.ConditionTrue, Reason: agentsv1.ReasonWorkspaceReachable}, gen)
+		}
 		if p.HistoryExpired {
 			setCondition(&st, agentsv1.ConditionHistoryAvailable, metav1.Condition{Type: agentsv1.ConditionHistoryAvailable,
 				Status: metav1.ConditionFalse, Reason: agentsv1.ReasonHistoryExpired,

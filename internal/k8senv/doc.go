@@ -48,6 +48,14 @@
 // never reopened when it ends, and on any failure is closed and a new stream
 // opened as usual. Pool.DropSpare, Release and Close close spares.
 //
+// Opening a stream is retried while the API server is unavailable (it
+// refuses connections, or answers 5xx or 429): for Config.ReconnectTimeout,
+// or, under a Wait (ContextWithWait, which the runner gives each input), for
+// the Wait's tolerance, as long as its Context lives and past the call's own
+// deadline, reporting each failed attempt; a call whose deadline passed
+// meanwhile fails with ErrCallNotRun and leaves the stream it waited for to
+// the next call.
+//
 // The per-call mode opens one exec per call, like `kubectl exec`; it exists
 // for comparison in benchmarks.
 package k8senv

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/agent-operator/agent-operator/internal/executor"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
@@ -32,11 +33,17 @@ type Env struct {
 func (e *Env) with(ctx context.Context, fn func(context.Context, *executor.Client) error) error {
 	pool := e.pc.pool
 	if pool.cfg.Mode == PerCall {
-		c, err := pool.openRetrying(ctx, e.target)
+		start := time.Now()
+		wctx, stopWait := waitContext(ctx)
+		c, err := pool.openRetrying(wctx, e.target)
+		stopWait()
 		if err != nil {
 			return err
 		}
 		defer c.Close()
+		if err := notRun(ctx, e.target.key(), start); err != nil {
+			return err
+		}
 		e.pc.mu.Lock()
 		e.pc.hello = c.ServerInfo()
 		e.pc.mu.Unlock()

@@ -205,11 +205,11 @@ func (p *Pool) conn(t Target) *podConn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return &podConn{pool: p, target: t, closed: true}
+		return &podConn{pool: p, target: t, closed: true, dialMu: make(chan struct{}, 1)}
 	}
 	pc := p.conns[t.connKey()]
 	if pc == nil {
-		pc = &podConn{pool: p, target: t}
+		pc = &podConn{pool: p, target: t, dialMu: make(chan struct{}, 1)}
 		p.conns[t.connKey()] = pc
 	}
 	return pc
@@ -260,7 +260,7 @@ type podConn struct {
 	// caller opening it (get).
 	target Target
 
-	dialMu sync.Mutex // one dial at a time
+	dialMu chan struct{} // one dial at a time (a send holds it)
 	mu     sync.Mutex
 	client *executor.Client
 	expect Expect // what the pod was checked against when client opened
@@ -289,23 +289,36 @@ func (pc *podConn) get(ctx context.Context, expect Expect) (*executor.Client, Ex
 		// this stream is never used again.
 		pc.pool.cfg.Log.Info("executor stream failed authentication; opening a new one", "pod", pc.target.key(), "error", c.Err().Error())
 	}
-	pc.dialMu.Lock()
-	defer pc.dialMu.Unlock()
+	// Under a Wait, a call waits for the stream (its own dial or another
+	// caller's) past its deadline, and says it did not run if that passed.
+	start := time.Now()
+	wctx, stopWait := waitContext(ctx)
+	defer stopWait()
+	select {
+	case pc.dialMu <- struct{}{}:
+	case <-wctx.Done():
+		return nil, Expect{}, fmt.Errorf("%s: waiting for the stream another call opens: %w", pc.target.key(), context.Cause(wctx))
+	}
+	defer func() { <-pc.dialMu }()
 	pc.mu.Lock()
 	c, checked = pc.client, pc.expect
 	pc.mu.Unlock()
 	if c != nil && c.Err() == nil {
-		return c, checked, nil // another caller reconnected
+		// Another caller reconnected.
+		if err := notRun(ctx, pc.target.key(), start); err != nil {
+			return nil, Expect{}, err
+		}
+		return c, checked, nil
 	}
 	t := pc.target
 	t.Expect = expect
 	c = nil
 	if pc.pool.cfg.Mode == Persistent && t.Owner.IsZero() {
-		c = pc.pool.takeOverSpare(ctx, t) // nil: no usable spare
+		c = pc.pool.takeOverSpare(wctx, t) // nil: no usable spare
 	}
 	if c == nil {
 		var err error
-		if c, err = pc.pool.openRetrying(ctx, t); err != nil {
+		if c, err = pc.pool.openRetrying(wctx, t); err != nil {
 			return nil, Expect{}, err
 		}
 	}
@@ -322,6 +335,9 @@ func (pc *podConn) get(ctx context.Context, expect Expect) (*executor.Client, Ex
 	if f := pc.pool.cfg.OnReconnect; broken && f != nil {
 		f(pc.target.Namespace)
 	}
+	if err := notRun(ctx, pc.target.key(), start); err != nil {
+		return nil, Expect{}, err // the stream stays for the next call
+	}
 	return c, expect, nil
 }
 
@@ -336,13 +352,33 @@ func (pc *podConn) close() {
 }
 
 // openRetrying is open, retried while the API server is unavailable for up
-// to Config.ReconnectTimeout.
+// to Config.ReconnectTimeout, or as the Wait of ctx says (ContextWithWait;
+// ctx is then waitContext's).
 func (p *Pool) openRetrying(ctx context.Context, t Target) (*executor.Client, error) {
 	if p.cfg.ReconnectTimeout < 0 {
 		return p.open(ctx, t)
 	}
-	return retryTransient(ctx, p.cfg.ReconnectTimeout, reconnectInitialDelay, p.cfg.Log, "open exec stream to "+t.key(),
-		func(ctx context.Context) (*executor.Client, error) { return p.open(ctx, t) })
+	open := func(ctx context.Context) (*executor.Client, error) { return p.open(ctx, t) }
+	w, ok := WaitFrom(ctx)
+	if !ok {
+		return retryTransient(ctx, p.cfg.ReconnectTimeout, reconnectInitialDelay, p.cfg.Log, "open exec stream to "+t.key(), open, nil)
+	}
+	budget := w.Tolerance
+	if budget <= 0 {
+		budget = p.cfg.ReconnectTimeout
+	}
+	failed := false
+	c, err := retryTransient(ctx, budget, reconnectInitialDelay, p.cfg.Log, "open exec stream to "+t.key(), open,
+		func(err error) {
+			failed = true
+			if w.Report != nil {
+				w.Report(err)
+			}
+		})
+	if err == nil && failed && w.Report != nil {
+		w.Report(nil)
+	}
+	return c, err
 }
 
 // open checks the pod, opens an exec stream of `sidecar serve` and performs

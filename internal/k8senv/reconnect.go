@@ -51,9 +51,10 @@ func transient(ctx context.Context, err error) bool {
 // not transient, ctx ends, or budget has passed since the first attempt; the
 // pause between attempts starts at initial and doubles up to
 // reconnectMaxDelay. A tool call made while the API server restarts thus
-// waits for it instead of failing at once.
+// waits for it instead of failing at once. onRetry, if set, is told each
+// transient error before the pause that follows it.
 func retryTransient[T any](ctx context.Context, budget, initial time.Duration, log logr.Logger, what string,
-	open func(context.Context) (T, error)) (T, error) {
+	open func(context.Context) (T, error), onRetry func(error)) (T, error) {
 	deadline := time.Now().Add(budget)
 	delay := initial
 	for attempt := 1; ; attempt++ {
@@ -69,6 +70,9 @@ func retryTransient[T any](ctx context.Context, budget, initial time.Duration, l
 			return v, fmt.Errorf("%s: still failing after %d attempts in %s: %w", what, attempt, budget, err)
 		}
 		log.Info("API server unavailable; retrying", "what", what, "attempt", attempt, "in", delay, "error", err.Error())
+		if onRetry != nil {
+			onRetry(err)
+		}
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():

@@ -73,7 +73,7 @@ func TestRetryTransient(t *testing.T) {
 						return "", tc.errs[calls-1]
 					}
 					return "stream", nil
-				})
+				}, nil)
 			if calls != tc.wantCalls {
 				t.Errorf("calls = %d, want %d", calls, tc.wantCalls)
 			}
@@ -103,7 +103,7 @@ func TestRetryTransientStopsWhenTheCallerGivesUp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 			defer cancel()
-			_, err := retryTransient(ctx, time.Hour, 10*time.Millisecond, logr.Discard(), "open", tc.open)
+			_, err := retryTransient(ctx, time.Hour, 10*time.Millisecond, logr.Discard(), "open", tc.open, nil)
 			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Errorf("err = %v, want the caller's deadline and the last error", err)
 			}

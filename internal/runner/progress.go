@@ -55,6 +55,11 @@ type Progress struct {
 	// waits for the model (empty otherwise), since ModelUnavailableSince.
 	ModelUnavailable      string
 	ModelUnavailableSince time.Time
+	// WorkspaceUnavailable is the last error of opening the workspace's
+	// exec stream while a tool call of the running input waits for it
+	// (empty otherwise), since WorkspaceUnavailableSince.
+	WorkspaceUnavailable      string
+	WorkspaceUnavailableSince time.Time
 	// HistoryExpired is set when an idle session could not be restored
 	// because the journal no longer holds its events.
 	HistoryExpired bool

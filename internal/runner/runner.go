@@ -71,6 +71,11 @@ type Options struct {
 	// journal at once, e.g. after a manager restart (default
 	// DefaultMaxConcurrentRestores).
 	MaxConcurrentRestores int
+	// WorkspaceOutageTolerance is how long one tool call of an input waits
+	// for its workspace's exec stream while the API server, or the way
+	// through it to the pod, is unavailable (k8senv.Wait); default
+	// DefaultWorkspaceOutageTolerance.
+	WorkspaceOutageTolerance time.Duration
 	// OutageBackoff is the wait between model calls while the model is
 	// unavailable (default 10 s doubling up to 2 min).
 	OutageBackoff Backoff
@@ -106,6 +111,10 @@ const DefaultMaxConcurrentRestores = 4
 // DefaultModelOutageTolerance is how long a session waits for an unavailable
 // model when spec.limits.modelOutageTolerance is unset.
 const DefaultModelOutageTolerance = time.Hour
+
+// DefaultWorkspaceOutageTolerance is the default of
+// Options.WorkspaceOutageTolerance: as long as a model outage is waited for.
+const DefaultWorkspaceOutageTolerance = time.Hour
 
 // Backoff is an exponential wait: Initial first, doubled after each wait
 // up to Max.
@@ -173,6 +182,9 @@ func New(opts Options) (*Runner, error) {
 	}
 	if opts.Prices == nil {
 		opts.Prices = pricing.Default()
+	}
+	if opts.WorkspaceOutageTolerance <= 0 {
+		opts.WorkspaceOutageTolerance = DefaultWorkspaceOutageTolerance
 	}
 	if opts.OutageBackoff.Initial <= 0 {
 		opts.OutageBackoff.Initial = 10 * time.Second

@@ -14,6 +14,7 @@ import (
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/events"
+	"github.com/agent-operator/agent-operator/internal/k8senv"
 	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 )
@@ -613,19 +614,49 @@ func (s *session) startInput(sess *loop.Session, resume bool, text string) *inpu
 
 // inputContext bounds an input by what is left of spec.limits.deadline:
 // the working time of earlier inputs is spent, and the running input's
-// clock started at its USER_INPUT (now for a new one).
+// clock started at its USER_INPUT (now for a new one). Its tool calls wait
+// for an unreachable workspace for as long as the input lives (up to
+// Options.WorkspaceOutageTolerance each), not only for their own time limit.
 func (s *session) inputContext() (context.Context, context.CancelFunc) {
-	d := s.obj.Spec.Limits.Deadline
-	if d == nil {
-		return context.WithCancel(s.ctx)
+	ctx, cancel := context.WithCancel(s.ctx)
+	if d := s.obj.Spec.Limits.Deadline; d != nil {
+		s.mu.Lock()
+		worked, since := s.prog.Worked, s.prog.InputSince
+		s.mu.Unlock()
+		if since.IsZero() {
+			since = s.r.opts.Now()
+		}
+		ctx, cancel = context.WithDeadline(s.ctx, since.Add(d.Duration-worked))
 	}
+	return k8senv.ContextWithWait(ctx, k8senv.Wait{Context: ctx, Tolerance: s.r.opts.WorkspaceOutageTolerance,
+		Report: s.workspaceUnavailable}), cancel
+}
+
+// workspaceUnavailable records that a tool call waits for the workspace's
+// exec stream, failing with err, or (nil) that the stream opened after it
+// did: the WorkspaceAvailable condition. Status is written at once when
+// the wait starts and when it ends; the errors in between go with the next
+// write.
+func (s *session) workspaceUnavailable(err error) {
 	s.mu.Lock()
-	worked, since := s.prog.Worked, s.prog.InputSince
-	s.mu.Unlock()
-	if since.IsZero() {
-		since = s.r.opts.Now()
+	was := s.prog.WorkspaceUnavailable != ""
+	if err == nil {
+		s.prog.WorkspaceUnavailable, s.prog.WorkspaceUnavailableSince = "", time.Time{}
+	} else {
+		msg := err.Error()
+		if s.redactor != nil {
+			msg = s.redactor.String(msg)
+		}
+		if !was {
+			s.prog.WorkspaceUnavailableSince = s.r.opts.Now()
+		}
+		s.prog.WorkspaceUnavailable = msg
 	}
-	return context.WithDeadline(s.ctx, since.Add(d.Duration-worked))
+	now := s.prog.WorkspaceUnavailable != ""
+	s.mu.Unlock()
+	if was != now {
+		s.notify(true)
+	}
 }
 
 // drive gives the loop the prompt and the messages, one input at a time,
@@ -742,6 +773,11 @@ const (
 
 // inputEnded handles the end of one Submit or Resume run under ctx.
 func (s *session) inputEnded(ctx context.Context, err error) inputOutcome {
+	// No call of the input waits for the workspace any more (one that gave
+	// up after the tolerance left its error).
+	s.mu.Lock()
+	s.prog.WorkspaceUnavailable, s.prog.WorkspaceUnavailableSince = "", time.Time{}
+	s.mu.Unlock()
 	switch {
 	case s.ctx.Err() != nil:
 		return inputStop // stopped: the stop's mode says why
