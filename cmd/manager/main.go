@@ -239,7 +239,10 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer stopNATS()
-	pub, err := events.NewPublisher(nc, events.PublisherOptions{Stream: o.stream})
+	pub, err := events.NewPublisher(nc, events.PublisherOptions{Stream: o.stream, OnStreamRestored: func() {
+		ctrl.Log.WithName("events").Error(events.ErrStreamLost, "The events stream was gone and was made again; the events stored before are lost",
+			"stream", o.stream.Name)
+	}})
 	if err != nil {
 		return err
 	}

@@ -207,7 +207,7 @@ func computeStatus(s *agentsv1.AgentSession, obs observation, now metav1.Time) a
 		if p.HistoryExpired {
 			setCondition(&st, agentsv1.ConditionHistoryAvailable, metav1.Condition{Type: agentsv1.ConditionHistoryAvailable,
 				Status: metav1.ConditionFalse, Reason: agentsv1.ReasonHistoryExpired,
-				Message: "the journal no longer holds this session's events (they are older than the journal's retention): " +
+				Message: "the journal no longer holds this session's events (they are older than the journal's retention, or were lost with the NATS server's store): " +
 					"the session keeps its result, but a message cannot resume it; create a new session instead"}, gen)
 		}
 		mirrorChanges(&st, p, gen)

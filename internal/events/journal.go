@@ -36,6 +36,10 @@ type PublisherOptions struct {
 	// AckTimeout bounds the wait for one publish ack before it is retried.
 	// Default 5s.
 	AckTimeout time.Duration
+	// OnStreamRestored, if set, is called each time a journal found the
+	// stream gone (a server that came back without its store) and made it
+	// again: the events stored before are lost.
+	OnStreamRestored func()
 }
 
 // Publisher owns the JetStream context shared by the journals of all
@@ -48,6 +52,12 @@ type Publisher struct {
 
 	mu  sync.Mutex
 	obs jetstream.ObjectStore
+
+	// restoring is held (a token in a 1-slot channel, so waiting honours
+	// ctx) while restoreStream looks for the stream and makes it again.
+	restoring chan struct{}
+	// onRestored is PublisherOptions.OnStreamRestored.
+	onRestored func()
 
 	// afterFence, when set (by tests), runs in OpenJournal between the
 	// fence and the replay.
@@ -72,7 +82,8 @@ func NewPublisher(nc *nats.Conn, opts PublisherOptions) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new publisher: %w", err)
 	}
-	return &Publisher{nc: nc, js: js, cfg: opts.Stream.withDefaults(), ackTimeout: opts.AckTimeout}, nil
+	return &Publisher{nc: nc, js: js, cfg: opts.Stream.withDefaults(), ackTimeout: opts.AckTimeout,
+		restoring: make(chan struct{}, 1), onRestored: opts.OnStreamRestored}, nil
 }
 
 // JetStream returns the JetStream context of the publisher (for Replay and
@@ -85,6 +96,41 @@ func (p *Publisher) StreamConfig() StreamConfig { return p.cfg }
 // EnsureStream creates or updates the stream and the large-event bucket.
 func (p *Publisher) EnsureStream(ctx context.Context) error {
 	return EnsureStream(ctx, p.js, p.cfg)
+}
+
+// ErrStreamLost is what PublisherOptions.OnStreamRestored is told of: the
+// stream was gone, and what it held is lost.
+var ErrStreamLost = errors.New("the events stream was gone (a NATS server that came back without its store, or the stream deleted)")
+
+// restoreStream makes the stream and the large-event bucket again when the
+// server answers that the stream does not exist: a server that came back
+// without its store, or a stream deleted by hand. Without it a running
+// session's journal would wait for a manager restart (the only other
+// EnsureStream). Only on that answer: a stream that does not respond (a
+// server restarting, JetStream not ready) is waited for. It returns nil
+// when the stream exists (made again, or found: another journal made it
+// first); what the lost store held stays lost.
+func (p *Publisher) restoreStream(ctx context.Context) error {
+	select {
+	case p.restoring <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.restoring }()
+	_, err := p.js.Stream(ctx, p.cfg.Name)
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	if err := p.EnsureStream(ctx); err != nil {
+		return fmt.Errorf("make the lost stream %s again: %w", p.cfg.Name, err)
+	}
+	p.mu.Lock()
+	p.obs = nil // the bucket was made again too
+	p.mu.Unlock()
+	if p.onRestored != nil {
+		p.onRestored()
+	}
+	return nil
 }
 
 // objectStore returns the large-event bucket, looked up once.
@@ -280,6 +326,9 @@ func (j *Journal) putFence(ctx context.Context) error {
 // sequence per subject). Only its sequence counts: its body is empty.
 func (p *Publisher) putFence(ctx context.Context, session SessionRef) (uint64, error) {
 	ack, err := p.js.Publish(ctx, FenceSubject(p.cfg.Prefix, session), nil, jetstream.WithExpectStream(p.cfg.Name))
+	if errors.Is(err, jetstream.ErrNoStreamResponse) && p.restoreStream(ctx) == nil {
+		ack, err = p.js.Publish(ctx, FenceSubject(p.cfg.Prefix, session), nil, jetstream.WithExpectStream(p.cfg.Name))
+	}
 	if err != nil {
 		return 0, fmt.Errorf("fence the journal of %s/%s: %w", session.Namespace, session.Name, err)
 	}
@@ -595,6 +644,13 @@ func (j *Journal) waitUntil(ctx context.Context, done func() bool) error {
 			}
 		} else if isPermanent(err) {
 			return fmt.Errorf("publish event %d: %w: %w", e.seq, errPermanent, err)
+		} else if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// Gone with the server's store? Made again, the publish after
+			// the backoff goes through (a fenced journal then finds its
+			// fence gone and fences anew).
+			if rerr := j.p.restoreStream(ctx); rerr != nil {
+				err = fmt.Errorf("%w (looking for the stream: %w)", err, rerr)
+			}
 		}
 		if err := j.fail(ctx, fmt.Errorf("publish event %d: %w", e.seq, err)); err != nil {
 			return err

@@ -1,0 +1,93 @@
+package events
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A server that comes back without its store (the stream is gone): the
+// journal makes the stream again and goes on appending, so a running
+// session does not wait for a manager restart; what the store lost stays
+// lost, and a replay (the longest gap-free prefix) says so by being empty.
+// A journal opened after the loss (a session starting) fences the stream it
+// makes again.
+func TestJournalRecreatesALostStream(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		fenced bool // OpenJournal, as the runner does
+		after  bool // opened after the loss
+	}{
+		{"unfenced journal", false, false},
+		{"fenced journal", true, false},
+		{"journal opened after the loss", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			var restored atomic.Int32
+			env := newTestEnv(t, EmbeddedOptions{}, PublisherOptions{AckTimeout: 300 * time.Millisecond,
+				OnStreamRestored: func() { restored.Add(1) }})
+			lose := func() {
+				if err := env.js.DeleteStream(ctx, env.pub.StreamConfig().Name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opts := JournalOptions{RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}
+			evs := scriptedEvents(testSession.UID, 30)
+			if tc.after {
+				lose()
+			}
+			var j *Journal
+			if tc.fenced {
+				oj, _, err := env.pub.OpenJournal(ctx, testSession, opts)
+				if err != nil {
+					t.Fatalf("OpenJournal: %v", err)
+				}
+				j = oj
+			} else {
+				j, _ = env.pub.NewJournal(testSession, 0, opts)
+			}
+			appendAll(t, ctx, j, evs[:10])
+			if !tc.after {
+				lose()
+			}
+			for _, ev := range evs[10:20] {
+				if err := j.Append(ctx, ev); err != nil {
+					t.Fatalf("Append after the stream was lost: %v", err)
+				}
+			}
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := j.Sync(sctx); err != nil {
+				t.Fatalf("Sync after the stream was lost: %v", err)
+			}
+			appendAll(t, ctx, j, evs[20:])
+			if n := restored.Load(); n != 1 {
+				t.Errorf("OnStreamRestored called %d times, want 1", n)
+			}
+			got, err := Replay(ctx, env.js, testSession)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.after {
+				if len(got) != len(evs) {
+					t.Errorf("replay = %d events, want all %d (nothing was lost)", len(got), len(evs))
+				}
+				return
+			}
+			if len(got) != 0 {
+				t.Errorf("replay = %d events, want none (events 1..10 are lost)", len(got))
+			}
+			n := 0
+			for _, m := range rawMessages(t, ctx, env.js, env.pub.StreamConfig()) {
+				if m.Subject != FenceSubject(env.pub.StreamConfig().Prefix, testSession) {
+					n++
+				}
+			}
+			if n != 20 {
+				t.Errorf("the session's subject holds %d events, want the 20 appended after the loss", n)
+			}
+		})
+	}
+}
