@@ -570,7 +570,16 @@ func (r *Reconciler) actOnPod(ctx context.Context, s *agentsv1.AgentSession, obs
 		return obs, r.stopRunner(s.UID, r.Runner.Suspend), nil
 	}
 	if !podReady(pod) {
-		return obs, ctrl.Result{}, nil // the pod watch brings Ready
+		if msg, err := r.claimLostUnder(ctx, s, pod); msg != "" || err != nil {
+			if msg != "" {
+				obs.lost, obs.lostClaim, obs.claimUnderPendingPod = agentsv1.ReasonWorkspaceLost, msg, true
+				ctrl.LoggerFrom(ctx).Info("Workspace claim deleted under a pod waiting to be scheduled; failing the session",
+					"pod", klog.KObj(pod), "claim", msg)
+				r.Runner.Abort(s.UID)
+			}
+			return obs, ctrl.Result{}, err
+		}
+		return obs, ctrl.Result{RequeueAfter: claimPoll(s, pod)}, nil // the pod watch brings Ready
 	}
 	// The runner is the one owner of spec.limits.deadline: it bounds working
 	// time, which only a running input spends.
@@ -629,7 +638,16 @@ func (r *Reconciler) idle(ctx context.Context, s *agentsv1.AgentSession, pod *co
 			}
 			return obs, ctrl.Result{}, err
 		case !podReady(pod):
-			return obs, ctrl.Result{}, nil // the pod watch brings Ready
+			// A message's pod whose claim was deleted under it is
+			// replaced: the case pod == nil above makes the claim anew.
+			if msg, err := r.claimLostUnder(ctx, s, pod); msg != "" || err != nil {
+				if msg != "" {
+					ctrl.LoggerFrom(ctx).Info("Workspace claim deleted under the pod of a message; replacing the pod", "pod", klog.KObj(pod), "claim", msg)
+					obs.releasing = true // afterStatus deletes it
+				}
+				return obs, ctrl.Result{RequeueAfter: stopPoll}, err
+			}
+			return obs, ctrl.Result{RequeueAfter: claimPoll(s, pod)}, nil // the pod watch brings Ready
 		}
 		return obs, ctrl.Result{}, r.ensureRunner(obs, s, pod)
 	}
@@ -956,9 +974,10 @@ func (r *Reconciler) createPod(ctx context.Context, s *agentsv1.AgentSession) (*
 // claimGone says how the claim the operator created for s
 // (spec.workspace.volume.persistentVolumeClaim.size) is gone, and whether
 // it is still being deleted; "" while it is there, and for a claim the
-// operator did not create (workspaceRefsProblem checks those). Read live,
-// once per new pod of a session whose loop started (a lost pod's, an idle
-// session's): claims are not cached.
+// operator did not create (workspaceRefsProblem checks those). Read live
+// (claims are not cached): once per new pod of a session whose loop
+// started (a lost pod's, an idle session's), and on each reconcile while
+// the session's pod is not scheduled (claimLostUnder).
 func (r *Reconciler) claimGone(ctx context.Context, s *agentsv1.AgentSession) (msg string, deleting bool, err error) {
 	if buildPVC(s) == nil {
 		return "", false, nil
@@ -974,6 +993,34 @@ func (r *Reconciler) claimGone(ctx context.Context, s *agentsv1.AgentSession) (m
 		return fmt.Sprintf("the workspace claim %s is being deleted", pvcName(s)), true, nil
 	}
 	return "", false, nil
+}
+
+// claimLostUnder says how the claim the operator created for s is gone
+// (claimGone) while pod, which uses it, is not scheduled yet: such a pod
+// would wait forever (the scheduler does not place a pod on a missing or
+// deleted claim, and the claim's protection keeps a deleted one while the
+// pod exists). "" for a scheduled pod and without such a claim: no read.
+func (r *Reconciler) claimLostUnder(ctx context.Context, s *agentsv1.AgentSession, pod *corev1.Pod) (string, error) {
+	if claimPoll(s, pod) == 0 {
+		return "", nil
+	}
+	msg, _, err := r.claimGone(ctx, s)
+	return msg, err
+}
+
+// pendingClaimPoll is how often a session whose pod waits to be scheduled
+// on the claim the operator created looks at the claim again: claims are
+// not watched (that would take list and watch of every claim in the
+// cluster), and the pod does not change when its claim is deleted.
+const pendingClaimPoll = 10 * time.Second
+
+// claimPoll is pendingClaimPoll when claimLostUnder reads pod's claim, else
+// 0: the pod watch brings what else there is to see.
+func claimPoll(s *agentsv1.AgentSession, pod *corev1.Pod) time.Duration {
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || buildPVC(s) == nil {
+		return 0
+	}
+	return pendingClaimPoll
 }
 
 // ReasonWorkspaceClaimRecreated is the Event reason of an idle session

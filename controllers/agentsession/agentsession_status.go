@@ -31,8 +31,10 @@ type observation struct {
 	// when the kernel killed the workspace container. Empty otherwise.
 	lost string
 	// lostClaim says how the session's claim went, when it went with the
-	// pod (lost is ReasonWorkspaceLost then).
-	lostClaim string
+	// pod (lost is ReasonWorkspaceLost then), or while its pod waited to be
+	// scheduled (claimUnderPendingPod).
+	lostClaim            string
+	claimUnderPendingPod bool
 	// memoryLimit is the workspace container's memory limit, for the OOM message.
 	memoryLimit string
 	// initFailure says which init container failed and how (WorkspaceInitFailed).
@@ -276,6 +278,10 @@ func decidePhase(s *agentsv1.AgentSession, obs observation) (agentsv1.Phase, str
 		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceOOMKilled,
 			"the workspace container exceeded its memory limit (" + obs.memoryLimit + ") and was killed with everything " +
 				"running in it, its emptyDir with it; raise spec.workspace.resources.limits.memory"
+	case obs.lost != "" && obs.claimUnderPendingPod:
+		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceLost,
+			"the workspace pod cannot start because " + obs.lostClaim + " (a pod waits for a deleted claim forever); " +
+				"a new pod on a new, empty claim would not have the session's workspace"
 	case obs.lost != "" && obs.lostClaim != "":
 		return agentsv1.PhaseFailed, agentsv1.ReasonWorkspaceLost,
 			"the workspace pod is gone and " + obs.lostClaim + " with the session's work; a new pod on a new, empty claim would not resume it"
@@ -339,6 +345,8 @@ func workspaceCondition(obs observation) metav1.Condition {
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceInitFailed, obs.initFailure
 	case obs.lost == agentsv1.ReasonWorkspaceOOMKilled:
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceOOMKilled, "the workspace container was killed for exceeding its memory limit"
+	case obs.lost != "" && obs.claimUnderPendingPod:
+		c.Reason, c.Message = agentsv1.ReasonWorkspaceLost, "the workspace pod cannot start because "+obs.lostClaim
 	case obs.lost != "" && obs.lostClaim != "":
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceLost, "the workspace pod is gone and "+obs.lostClaim
 	case obs.lost != "":

@@ -56,16 +56,26 @@ func deleteClaim(t *testing.T, s *agentsv1.AgentSession, keepDeleting bool) type
 // the pod while an input runs, the session fails saying so (WorkspaceLost)
 // instead of resuming the input on a new, empty claim, which the old code
 // did while status said "a new one uses the same claim".
+//
+// The claim may also go after the new pod was made for it: that pod is
+// never scheduled and would wait forever (the old code's session stayed
+// Provisioning), so the session fails the same way.
 func TestLostPodAndClaimFailTheSession(t *testing.T) {
-	for _, keepDeleting := range []bool{false, true} {
-		t.Run(fmt.Sprintf("claim still being deleted %v", keepDeleting), func(t *testing.T) {
+	for _, tc := range []struct {
+		keepDeleting bool // the claim stays Terminating (protected)
+		afterNewPod  bool // deleted once the pod replacing the lost one exists
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		t.Run(fmt.Sprintf("claim still being deleted %v, after the new pod %v", tc.keepDeleting, tc.afterNewPod), func(t *testing.T) {
 			s, pod := blockedSession(t, func(s *agentsv1.AgentSession) {
 				s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptrQuantity("1Gi")}
 			})
 			if err := testClient.Delete(t.Context(), pod, client.GracePeriodSeconds(0)); err != nil {
 				t.Fatalf("delete pod: %v", err)
 			}
-			deleteClaim(t, s, keepDeleting)
+			if tc.afterNewPod {
+				waitReplacedPod(t, pod)
+			}
+			deleteClaim(t, s, tc.keepDeleting)
 			got := waitPhase(t, s, agentsv1.PhaseFailed, nil)
 			c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionWorkspaceReady)
 			if c == nil || c.Reason != agentsv1.ReasonWorkspaceLost || !strings.Contains(c.Message, pvcName(s)) {
@@ -80,25 +90,39 @@ func TestLostPodAndClaimFailTheSession(t *testing.T) {
 
 // An idle session whose released pod's claim was deleted gets a new, empty
 // claim for the pod a message starts, as an emptyDir session gets a new
-// emptyDir, and a Warning Event says so.
+// emptyDir, and a Warning Event says so. The same when the claim is deleted
+// under the pod made for the message: that pod would never be scheduled,
+// so it is replaced, on a new claim (the old code left the message waiting
+// forever).
 func TestIdleSessionsDeletedClaimIsMadeAnewAndSaidSo(t *testing.T) {
-	s, pod := releasedIdleSession(t, func(s *agentsv1.AgentSession) {
-		s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptrQuantity("1Gi")}
-	})
-	old := deleteClaim(t, s, false)
-	appendFollowUp(t, s)
-	markPodReady(t, waitReplacedPod(t, pod))
-	waitWarning(t, s.Namespace, s.UID, ReasonWorkspaceClaimRecreated)
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := testClient.Get(t.Context(), types.NamespacedName{Namespace: s.Namespace, Name: pvcName(s)}, pvc); err != nil || pvc.UID == old {
-		t.Errorf("claim after the message: %v (same as the deleted one: %v)", err, pvc.UID == old)
+	for _, underMessagesPod := range []bool{false, true} {
+		t.Run(fmt.Sprintf("under the message's pod %v", underMessagesPod), func(t *testing.T) {
+			s, pod := releasedIdleSession(t, func(s *agentsv1.AgentSession) {
+				s.Spec.Workspace.Volume.PersistentVolumeClaim = &agentsv1.PVCVolume{Size: ptrQuantity("1Gi")}
+			})
+			var old types.UID
+			if underMessagesPod {
+				appendFollowUp(t, s)
+				pod = waitReplacedPod(t, pod)
+				old = deleteClaim(t, s, false)
+			} else {
+				old = deleteClaim(t, s, false)
+				appendFollowUp(t, s)
+			}
+			markPodReady(t, waitReplacedPod(t, pod))
+			waitWarning(t, s.Namespace, s.UID, ReasonWorkspaceClaimRecreated)
+			pvc := &corev1.PersistentVolumeClaim{}
+			if err := testClient.Get(t.Context(), types.NamespacedName{Namespace: s.Namespace, Name: pvcName(s)}, pvc); err != nil || pvc.UID == old {
+				t.Errorf("claim after the message: %v (same as the deleted one: %v)", err, pvc.UID == old)
+			}
+			waitPhase(t, s, agentsv1.PhaseSucceeded, func(g *agentsv1.AgentSession) error {
+				if g.Status.Result != "Follow-up done." {
+					return fmt.Errorf("result %q", g.Status.Result)
+				}
+				return nil
+			})
+		})
 	}
-	waitPhase(t, s, agentsv1.PhaseSucceeded, func(g *agentsv1.AgentSession) error {
-		if g.Status.Result != "Follow-up done." {
-			return fmt.Errorf("result %q", g.Status.Result)
-		}
-		return nil
-	})
 }
 
 // An API server that does not answer while a lost pod's claim is looked at
