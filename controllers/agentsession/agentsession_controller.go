@@ -704,9 +704,15 @@ func (r *Reconciler) liveReader() client.Reader {
 
 // ensureRunner starts the runner (a new one when the last one ended) and
 // offers it the messages; not while the pod's confinement could not be
-// kept (obs.confineErr).
+// kept (obs.confineErr), and a runner running then is suspended: no tool
+// runs in an unconfined pod. Its input resumes from the journal once the
+// confinement is back, as after a manager restart (a call cut short gets
+// an error result, never runs twice).
 func (r *Reconciler) ensureRunner(obs observation, s *agentsv1.AgentSession, pod *corev1.Pod) error {
 	if obs.confineErr != nil {
+		if r.Runner.Running(s.UID) {
+			r.Runner.Suspend(s.UID)
+		}
 		return nil // act requeues; status says why
 	}
 	if err := r.Runner.Ensure(s, pod.Name); err != nil {
