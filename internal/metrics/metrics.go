@@ -10,8 +10,11 @@
 //
 // Labels are bounded: never a session's name or UID; tool names only from a
 // fixed list (others are "other"); providers, error kinds, phases and
-// reasons from their enums. Namespaces and model names are kept as they
-// are: they are bounded by what the cluster's AgentSession specs name.
+// reasons from their enums. Namespaces are kept as they are; model names
+// too, up to MaxModelLabels of them per manager (later ones are "other"):
+// series are never deleted, so sessions naming ever new models (any name
+// an OpenAI-compatible server answers to) would grow them for the
+// manager's life.
 // docs/observability.md lists every metric.
 package metrics
 
@@ -71,7 +74,13 @@ type Recorder struct {
 	calls      map[string]*callState // by session, see observe.go
 	maxTracked int
 	namespaces map[string]bool // namespaces whose ended counters exist
+	models     map[string]bool // provider and model label pairs in use (modelLabel)
 }
+
+// MaxModelLabels bounds the model label values of a manager's metrics: the
+// first this many provider and model pairs seen keep their model name,
+// later ones are labelled "other".
+const MaxModelLabels = 64
 
 // New returns a Recorder whose metrics are registered on reg. prices turns
 // usage into cost (nil: pricing.Default()); its currency is stated in the
@@ -85,7 +94,7 @@ func New(reg prometheus.Registerer, prices *pricing.Table) (*Recorder, error) {
 	}
 	r := &Recorder{
 		reg: reg, prices: prices, now: time.Now,
-		calls: map[string]*callState{}, maxTracked: DefaultMaxTrackedSessions, namespaces: map[string]bool{},
+		calls: map[string]*callState{}, maxTracked: DefaultMaxTrackedSessions, namespaces: map[string]bool{}, models: map[string]bool{},
 
 		tokens: counterVec("llm_tokens_total",
 			"Tokens of model calls by namespace, provider, model and kind. input includes cache_read and cache_write; output includes reasoning.",

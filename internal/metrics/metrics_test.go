@@ -339,6 +339,35 @@ agent_operator_llm_calls_total{model="m",outcome="error",provider="other"} 1
 	}
 }
 
+// Sessions naming ever new models (an OpenAI-compatible server answers to
+// any name) grow the series only up to MaxModelLabels model names; the
+// calls of the others are counted under model="other", those of a name in
+// use still under its name.
+func TestModelLabelsAreBounded(t *testing.T) {
+	r, _ := newRecorder(t)
+	sess := func(model string) runner.SessionInfo {
+		return runner.SessionInfo{Namespace: "ns", Name: model, UID: types.UID("uid-" + model),
+			Provider: "openai-compatible", Model: model}
+	}
+	const extra = 10
+	for i := range MaxModelLabels + extra {
+		r.Observe(sess(fmt.Sprintf("model-%d", i)), ev(loop.EventAssistantTextEnd, 0, loop.EventData{Usage: &llm.Usage{InputTokens: 1}}))
+	}
+	r.Observe(sess("model-0"), ev(loop.EventAssistantTextEnd, 0, loop.EventData{Usage: &llm.Usage{InputTokens: 1}}))
+	for _, c := range []prometheus.Collector{r.llmCalls, r.unpriced} {
+		if n := testutil.CollectAndCount(c); n != MaxModelLabels+1 {
+			t.Errorf("%d series, want %d model names and other", n, MaxModelLabels)
+		}
+	}
+	provider := "openai-compatible"
+	if got := testutil.ToFloat64(r.llmCalls.WithLabelValues(provider, other, outcomeOK)); got != extra {
+		t.Errorf("calls under model=other = %v, want %d", got, extra)
+	}
+	if got := testutil.ToFloat64(r.llmCalls.WithLabelValues(provider, "model-0", outcomeOK)); got != 2 {
+		t.Errorf("calls of model-0 = %v, want 2 (a name in use keeps its label)", got)
+	}
+}
+
 func TestTrackedSessionsAreBounded(t *testing.T) {
 	r, reg := newRecorder(t)
 	r.maxTracked = 2

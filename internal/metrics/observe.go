@@ -88,10 +88,11 @@ func (r *Recorder) callEnded(s runner.SessionInfo, provider string, at time.Time
 		start = st.start
 		delete(r.calls, key)
 	}
+	model := r.modelLabelLocked(provider, s.Model)
 	r.mu.Unlock()
-	r.llmCalls.WithLabelValues(provider, s.Model, outcomeOK).Inc()
+	r.llmCalls.WithLabelValues(provider, model, outcomeOK).Inc()
 	if !start.IsZero() {
-		r.llmLatency.WithLabelValues(provider, s.Model).Observe(max(at.Sub(start), 0).Seconds())
+		r.llmLatency.WithLabelValues(provider, model).Observe(max(at.Sub(start), 0).Seconds())
 	}
 	r.turns.WithLabelValues(s.Namespace).Inc()
 	if usage == nil {
@@ -104,13 +105,14 @@ func (r *Recorder) callEnded(s runner.SessionInfo, provider string, at time.Time
 		{"input", usage.InputTokens}, {"output", usage.OutputTokens}, {"cache_read", usage.CacheReadTokens},
 		{"cache_write", usage.CacheWriteTokens}, {"reasoning", usage.ReasoningTokens},
 	} {
-		r.tokens.WithLabelValues(s.Namespace, provider, s.Model, t.kind).Add(float64(max(t.n, 0)))
+		r.tokens.WithLabelValues(s.Namespace, provider, model, t.kind).Add(float64(max(t.n, 0)))
 	}
-	// Prices are looked up by the spec's provider, not its label value.
+	// Prices are looked up by the spec's provider and model, not their
+	// label values.
 	if cost, ok := r.prices.Cost(s.Provider, s.Model, *usage); ok {
-		r.cost.add(costKey{s.Namespace, provider, s.Model}, cost)
+		r.cost.add(costKey{s.Namespace, provider, model}, cost)
 	} else {
-		r.unpriced.WithLabelValues(provider, s.Model).Inc()
+		r.unpriced.WithLabelValues(provider, model).Inc()
 	}
 }
 
@@ -131,11 +133,27 @@ func (r *Recorder) callFailed(s runner.SessionInfo, provider, kind string) {
 	case st != nil:
 		delete(r.calls, key)
 	}
+	model := r.modelLabelLocked(provider, s.Model)
 	r.mu.Unlock()
 	r.llmErrors.WithLabelValues(provider, kind).Inc()
 	if inFlight {
-		r.llmCalls.WithLabelValues(provider, s.Model, outcomeError).Inc()
+		r.llmCalls.WithLabelValues(provider, model, outcomeError).Inc()
 	}
+}
+
+// modelLabelLocked is the model label of model of provider (a label
+// value): model itself while fewer than MaxModelLabels pairs are in use or
+// when the pair is, else "other". r.mu is held.
+func (r *Recorder) modelLabelLocked(provider, model string) string {
+	key := provider + "\x00" + model
+	if r.models[key] {
+		return model
+	}
+	if len(r.models) >= MaxModelLabels {
+		return other
+	}
+	r.models[key] = true
+	return model
 }
 
 // trackLocked adds the state of a session, first evicting the least
