@@ -53,8 +53,9 @@ type Publisher struct {
 	mu  sync.Mutex
 	obs jetstream.ObjectStore
 
-	// restoring is held (a token in a 1-slot channel, so waiting honours
-	// ctx) while restoreStream looks for the stream and makes it again.
+	// restoring is held (a token in a 1-slot channel) while restoreStream
+	// looks for the stream and makes it again; a journal that finds it
+	// held does not wait for it.
 	restoring chan struct{}
 	// onRestored is PublisherOptions.OnStreamRestored.
 	onRestored func()
@@ -98,6 +99,12 @@ func (p *Publisher) EnsureStream(ctx context.Context) error {
 	return EnsureStream(ctx, p.js, p.cfg)
 }
 
+// restoreTimeout bounds the requests of one restoreStream.
+const restoreTimeout = 5 * time.Second
+
+// errRestoring is restoreStream's answer while another journal runs it.
+var errRestoring = errors.New("another journal is looking for the events stream")
+
 // ErrStreamLost is what PublisherOptions.OnStreamRestored is told of: the
 // stream was gone, and what it held is lost.
 var ErrStreamLost = errors.New("the events stream was gone (a NATS server that came back without its store, or the stream deleted)")
@@ -110,13 +117,22 @@ var ErrStreamLost = errors.New("the events stream was gone (a NATS server that c
 // server restarting, JetStream not ready) is waited for. It returns nil
 // when the stream exists (made again, or found: another journal made it
 // first); what the lost store held stays lost.
+//
+// It never waits long: one journal looks at a time, the others go on to
+// their backoff at once; and its requests are bounded by restoreTimeout
+// whatever the caller's deadline (a request sent while the connection
+// moves to another server of a cluster may never be answered; the first
+// version waited for it with a token every journal queued for, and a
+// stream leader's failover stopped every session).
 func (p *Publisher) restoreStream(ctx context.Context) error {
 	select {
 	case p.restoring <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		return errRestoring
 	}
 	defer func() { <-p.restoring }()
+	ctx, cancel := context.WithTimeout(ctx, restoreTimeout)
+	defer cancel()
 	_, err := p.js.Stream(ctx, p.cfg.Name)
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return err

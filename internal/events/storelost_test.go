@@ -91,3 +91,44 @@ func TestJournalRecreatesALostStream(t *testing.T) {
 		})
 	}
 }
+
+// One journal looking for a lost stream never holds up the others: a
+// journal that finds the look under way reports the journal unavailable
+// and retries after its backoff, and makes the stream once the look ended.
+// (The first version queued every journal behind one look whose request,
+// sent while the connection moved between cluster nodes, was never
+// answered: every session stopped with JournalAvailable still True.)
+func TestJournalDoesNotQueueBehindAnotherLookForTheStream(t *testing.T) {
+	ctx := t.Context()
+	env := newTestEnv(t, EmbeddedOptions{}, PublisherOptions{AckTimeout: 300 * time.Millisecond})
+	states := make(stateRecorder, 64)
+	j, _ := env.pub.NewJournal(testSession, 0, JournalOptions{OnStateChange: states.record, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	evs := scriptedEvents(testSession.UID, 4)
+	appendAll(t, ctx, j, evs[:2])
+	env.pub.restoring <- struct{}{} // another journal's look, hung
+	if err := env.js.DeleteStream(ctx, env.pub.StreamConfig().Name); err != nil {
+		t.Fatal(err)
+	}
+	synced := make(chan error, 1)
+	go func() {
+		for _, ev := range evs[2:] {
+			if err := j.Append(ctx, ev); err != nil {
+				synced <- err
+				return
+			}
+		}
+		synced <- j.Sync(ctx)
+	}()
+	select {
+	case avail := <-states:
+		if avail {
+			t.Fatal("first state change reports available")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the journal waited behind the other look without saying it is unavailable")
+	}
+	<-env.pub.restoring // the other look ends
+	if err := <-synced; err != nil {
+		t.Fatalf("Sync once the look ended: %v", err)
+	}
+}
