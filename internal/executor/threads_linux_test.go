@@ -45,49 +45,61 @@ func TestReservedThreadsOutliveAFullPidsLimit(t *testing.T) {
 		{reserve: 2 * blockers, lives: true},
 	} {
 		t.Run(fmt.Sprintf("reserve=%d", tc.reserve), func(t *testing.T) {
-			cg := filepath.Join(parent, fmt.Sprintf("agent-operator-test-%d-%d", os.Getpid(), tc.reserve))
-			if err := os.Mkdir(cg, 0o755); err != nil {
-				t.Skipf("cannot make a pids cgroup: %v", err)
-			}
-			t.Cleanup(func() { emptyCgroup(t, cg) })
 			// Room for the child's own threads and its reserve, then a little for the bomb.
-			writeFile(t, filepath.Join(cg, "pids.max"), strconv.Itoa(2*blockers+32))
-
-			cmd := exec.Command(os.Args[0], "-test.run=^TestReservedThreadsOutliveAFullPidsLimit$")
-			cmd.Env = append(os.Environ(), pidsChildEnv+"="+cg, "EXECUTOR_TEST_RESERVE="+strconv.Itoa(tc.reserve), "GOMAXPROCS=2")
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			// Into the cgroup before it starts anything; then let it go.
-			writeFile(t, filepath.Join(cg, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid))
-			if _, err := stdin.Write([]byte{1}); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err = <-done:
-			case <-time.After(2 * time.Minute):
-				_ = cmd.Process.Kill()
-				<-done
-				t.Fatalf("the child did not end; output:\n%s", out.String())
-			}
-			lived := err == nil && strings.Contains(out.String(), "lived through the full pids limit")
+			out, err := runInPidsCgroup(t, parent, "TestReservedThreadsOutliveAFullPidsLimit", 2*blockers+32,
+				pidsChildEnv, "EXECUTOR_TEST_RESERVE="+strconv.Itoa(tc.reserve))
+			lived := err == nil && strings.Contains(out, "lived through the full pids limit")
 			switch {
 			case tc.lives && !lived:
-				t.Fatalf("the process died while its pids limit was used up (%v); output:\n%s", err, out.String())
+				t.Fatalf("the process died while its pids limit was used up (%v); output:\n%s", err, out)
 			case !tc.lives && lived:
-				t.Fatalf("without reserved threads the process lived: the case did not need a new thread, so it proves nothing; output:\n%s", out.String())
-			case !tc.lives && !threadRefused(out.String()):
-				t.Fatalf("the process without reserved threads failed for another reason (%v); output:\n%s", err, out.String())
+				t.Fatalf("without reserved threads the process lived: the case did not need a new thread, so it proves nothing; output:\n%s", out)
+			case !tc.lives && !threadRefused(out):
+				t.Fatalf("the process without reserved threads failed for another reason (%v); output:\n%s", err, out)
 			}
 		})
+	}
+}
+
+// runInPidsCgroup runs the test binary's test name as a child in a pids cgroup of its own under
+// parent, limited to pidsMax, and returns its output and how it ended. The child finds its
+// cgroup's directory in the variable childEnv and must read one byte from stdin before it
+// starts anything: it is moved into the cgroup first.
+func runInPidsCgroup(t *testing.T, parent, name string, pidsMax int, childEnv string, env ...string) (string, error) {
+	t.Helper()
+	cg := filepath.Join(parent, fmt.Sprintf("agent-operator-test-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-")))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Skipf("cannot make a pids cgroup: %v", err)
+	}
+	t.Cleanup(func() { emptyCgroup(t, cg) })
+	writeFile(t, filepath.Join(cg, "pids.max"), strconv.Itoa(pidsMax))
+
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$")
+	cmd.Env = append(append(os.Environ(), childEnv+"="+cg, "GOMAXPROCS=2"), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Into the cgroup before it starts anything; then let it go.
+	writeFile(t, filepath.Join(cg, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid))
+	if _, err := stdin.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+		return out.String(), err
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("the child did not end; output:\n%s", out.String())
+		return "", nil
 	}
 }
 

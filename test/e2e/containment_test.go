@@ -23,8 +23,12 @@ import (
 // start a process. The first bomb outlives its leader, which returns at once: the executor kills
 // its process group when the output pipes are still held a second later, however far the bomb
 // got by then (a slow machine may not reach the pids limit in that second). The second bomb's
-// leader stays until the call's timeout, so the bomb meets the pod's pids limit for seconds on
-// any machine; the executor serving the stream shares that limit and must live through it.
+// leader waits, with builtins only (a fork would fail), until the bomb has met the pod's pids
+// limit, prints the bomb's own message, and holds the limit five seconds more before it returns;
+// the executor serving the stream shares that limit and must live through it. Waiting for the
+// limit instead of a fixed time keeps the spec about the limit, not the machine's speed: on a
+// loaded 2-core CI machine the bomb took more than 8 s to reach it (a run failed that way), and
+// 7 s with six busy loops beside it on an idle one.
 const forkBombScript = `turns:
   - toolCalls:
       - name: shell
@@ -35,12 +39,18 @@ const forkBombScript = `turns:
     toolCalls:
       - name: shell
         arguments:
-          command: ':(){ :|:& };:; sleep 30'
-          timeout_ms: 8000
+          command: |-
+            mkfifo .tick && exec 3<>.tick
+            { :(){ :|:& };: ; } 2>.bomb
+            until mapfile -t l <.bomb; [[ "${l[*]}" == *"Resource temporarily unavailable"* ]]; do read -t 0.2 -u 3; done
+            printf 'after %ss the bomb says: %s\n' "$SECONDS" "${l[0]}"
+            read -t 5 -u 3
+            exit 0
+          timeout_ms: 120000
   - expect: {lastToolResultContains: "Resource temporarily unavailable"}
     toolCalls:
       - name: shell
-        arguments: {command: "echo survived"}
+        arguments: {command: "rm -f .tick .bomb && echo survived"}
   - expect: {lastToolResultContains: "survived"}
     text: "contained"
 `
@@ -85,7 +95,7 @@ var _ = Describe("containment of workspace code", Ordered, ContinueOnFailure, La
 		ns := f.SpecNamespace(ctx, "ao-contain")
 		s := scriptedSession(ctx, ns, "forkbomb", forkBombScript)
 
-		final := waitForOutcome(ctx, s, 3*time.Minute)
+		final := waitForOutcome(ctx, s, 4*time.Minute)
 		Expect(final.Status.Phase).To(Equal(agentsv1.PhaseSucceeded),
 			"the bomb hit the pids limit, was killed with its process group, and the next command ran: status.error=%q", final.Status.Error)
 		Expect(final.Status.Result).To(Equal("contained"))
@@ -108,7 +118,7 @@ var _ = Describe("containment of workspace code", Ordered, ContinueOnFailure, La
 				Expect(cs.RestartCount).To(BeZero(), "manager container %s restarted", cs.Name)
 			}
 		}
-	}, SpecTimeout(5*time.Minute))
+	}, SpecTimeout(6*time.Minute))
 
 	It("contains a memory hog in the workspace memory limit and says so", func(ctx SpecContext) {
 		ns := f.SpecNamespace(ctx, "ao-contain")

@@ -25,7 +25,8 @@ const pipeDrain = time.Second
 // exit is a result. On timeout the group receives SIGTERM, then SIGKILL after
 // the grace period, and the result has TimedOut set and the partial output.
 // On ctx cancellation the same happens and both the partial result and an
-// error wrapping ctx.Err() are returned.
+// error wrapping ctx.Err() are returned. A start the kernel refuses for now
+// (the process limit used up) is tried again within the timeout.
 func (e *Env) ExecCommand(ctx context.Context, command string, opts tool.ExecOptions) (*tool.ExecResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
@@ -49,14 +50,19 @@ func (e *Env) ExecCommand(ctx context.Context, command string, opts tool.ExecOpt
 		outW.Close()
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	cmd := exec.Command(e.cfg.shell, "-c", command)
-	cmd.Dir = dir
-	cmd.Env = FilterEnv(e.baseEnv(), e.cfg.policy, opts.Env)
-	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	env := FilterEnv(e.baseEnv(), e.cfg.policy, opts.Env)
+	shell := func() *exec.Cmd {
+		cmd := exec.Command(e.cfg.shell, "-c", command)
+		cmd.Dir = dir
+		cmd.Env = env
+		cmd.Stdout, cmd.Stderr = outW, errW
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
+	}
 
 	start := time.Now()
-	err = cmd.Start()
+	deadline := start.Add(timeout)
+	cmd, err := startRetrying(ctx, deadline, shell)
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -97,7 +103,7 @@ func (e *Env) ExecCommand(ctx context.Context, command string, opts tool.ExecOpt
 	waitCh := make(chan error, 1)
 	go func() { waitCh <- waitCmd(cmd) }()
 
-	timer := time.NewTimer(timeout)
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	var (
 		waitErr  error
@@ -139,6 +145,37 @@ func (e *Env) ExecCommand(ctx context.Context, command string, opts tool.ExecOpt
 		return res, fmt.Errorf("exec: %w", ctxErr)
 	}
 	return res, nil
+}
+
+// startRetrying starts the command newCmd makes and, while the kernel
+// refuses the new process for now (EAGAIN: the pod's process limit is used
+// up, most often by the processes of a group just killed that are not yet
+// reaped, or by a fork bomb), makes it anew and tries again with a growing
+// pause, as bash does with its own forks, until deadline or ctx's end. Any
+// other error is returned at once.
+func startRetrying(ctx context.Context, deadline time.Time, newCmd func() *exec.Cmd) (*exec.Cmd, error) {
+	pause := 10 * time.Millisecond
+	for {
+		cmd := newCmd()
+		err := cmd.Start()
+		if err == nil {
+			return cmd, nil
+		}
+		if !errors.Is(err, syscall.EAGAIN) {
+			return nil, err
+		}
+		if time.Until(deadline) < pause {
+			return nil, fmt.Errorf("the process limit stayed used up until the command's time was up: %w", err)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (while the process limit was used up: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // terminateGroup sends SIGTERM to the group, waits for the leader up to the
