@@ -101,17 +101,29 @@ func TestInputWithoutToolsIsRecordedAfterTheBaseline(t *testing.T) {
 // environment at dir, whose model plays script.
 func changesRunner(t *testing.T, pub *events.Publisher, dir string, script *scripted.Script) *Runner {
 	t.Helper()
-	r, err := New(Options{
+	return scriptedRunner(t, pub, script, func() (tool.ExecutionEnvironment, error) { return localenv.New(dir) },
+		func(o *Options) { o.Changes = &changes.Recorder{Store: pub.ChangesStore()} })
+}
+
+// scriptedRunner is a runner whose sessions speak to script (model "demo") and run their tools
+// in the environment env makes for each; mutate, if not nil, changes its options first. It is
+// shut down at the test's end.
+func scriptedRunner(t *testing.T, pub *events.Publisher, script *scripted.Script, env func() (tool.ExecutionEnvironment, error), mutate func(*Options)) *Runner {
+	t.Helper()
+	opts := Options{
 		Reader:   noObjects{},
 		Journals: pub,
 		Clients:  func(context.Context, ClientConfig) (loop.Client, error) { return scripted.New(script, "demo"), nil },
 		Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
-			return localenv.New(dir)
+			return env()
 		},
 		NotifyInterval: 10 * time.Millisecond,
 		Log:            logr.Discard(),
-		Changes:        &changes.Recorder{Store: pub.ChangesStore()},
-	})
+	}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,13 +145,7 @@ func workspaceWith(t *testing.T, name, content string) string {
 // prompt on r until its runner ends, and returns its progress.
 func runToEnd(t *testing.T, r *Runner, name, prompt string) Progress {
 	t.Helper()
-	obj := &agentsv1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID("uid-" + name)},
-		Spec: agentsv1.AgentSessionSpec{
-			Prompt: prompt,
-			Model:  agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"},
-		},
-	}
+	obj := demoSession(name, prompt)
 	if err := r.Ensure(obj, "pod"); err != nil {
 		t.Fatal(err)
 	}
@@ -148,4 +154,16 @@ func runToEnd(t *testing.T, r *Runner, name, prompt string) Progress {
 	}
 	p, _ := r.Progress(obj.UID)
 	return p
+}
+
+// demoSession is session team-a/name (uid "uid-<name>") with prompt, for the scripted model
+// "demo".
+func demoSession(name, prompt string) *agentsv1.AgentSession {
+	return &agentsv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID("uid-" + name)},
+		Spec: agentsv1.AgentSessionSpec{
+			Prompt: prompt,
+			Model:  agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"},
+		},
+	}
 }

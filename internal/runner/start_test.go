@@ -78,37 +78,22 @@ func TestStartStagesAndOpenAhead(t *testing.T) {
 		mu     sync.Mutex
 		stages = map[string]int{}
 	)
-	r, err := New(Options{
-		Reader:   noObjects{},
-		Journals: pub,
-		Clients: func(ctx context.Context, _ ClientConfig) (loop.Client, error) {
+	r := scriptedRunner(t, pub, script, func() (tool.ExecutionEnvironment, error) { return env, nil }, func(o *Options) {
+		o.Clients = func(ctx context.Context, _ ClientConfig) (loop.Client, error) {
 			select {
 			case <-env.started:
 				return scripted.New(script, "demo"), nil
 			case <-time.After(30 * time.Second):
 				return nil, errors.New("the workspace's connection did not start opening before the LLM client was built")
 			}
-		},
-		Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
-			return env, nil
-		},
-		StartStage: func(stage string, _ time.Duration) {
+		}
+		o.StartStage = func(stage string, _ time.Duration) {
 			mu.Lock()
 			defer mu.Unlock()
 			stages[stage]++
-		},
-		NotifyInterval: 10 * time.Millisecond,
-		Log:            logr.Discard(),
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shutdownAtCleanup(t, r)
-	obj := &agentsv1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "stages", UID: types.UID("uid-stages")},
-		Spec: agentsv1.AgentSessionSpec{Prompt: "say hi",
-			Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"}},
-	}
+	obj := demoSession("stages", "say hi")
 	if err := r.Ensure(obj, "pod"); err != nil {
 		t.Fatal(err)
 	}

@@ -7,16 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/events"
 	"github.com/agent-operator/agent-operator/internal/events/eventstest"
 	"github.com/agent-operator/agent-operator/internal/k8senv"
 	"github.com/agent-operator/agent-operator/internal/llm/scripted"
-	"github.com/agent-operator/agent-operator/internal/loop"
 	"github.com/agent-operator/agent-operator/internal/loop/localenv"
 	"github.com/agent-operator/agent-operator/internal/loop/tool"
 )
@@ -65,26 +60,9 @@ func TestToolCallWaitingForTheWorkspaceIsReported(t *testing.T) {
 		{Text: "Running.", ToolCalls: []scripted.ToolCall{{Name: "shell", Arguments: []byte(`{"command": "echo ran"}`)}}},
 		{Text: "done"},
 	}}
-	r, err := New(Options{
-		Reader:   noObjects{},
-		Journals: pub,
-		Clients:  func(context.Context, ClientConfig) (loop.Client, error) { return scripted.New(script, "demo"), nil },
-		Envs: func(context.Context, *agentsv1.AgentSession, string, Driver) (tool.ExecutionEnvironment, error) {
-			return env, nil
-		},
-		WorkspaceOutageTolerance: 3 * time.Hour,
-		NotifyInterval:           10 * time.Millisecond,
-		Log:                      logr.Discard(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shutdownAtCleanup(t, r)
-	obj := &agentsv1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "unreachable", UID: types.UID("uid-unreachable")},
-		Spec: agentsv1.AgentSessionSpec{Prompt: "run it",
-			Model: agentsv1.ModelSpec{Provider: agentsv1.ProviderScripted, Name: "demo"}},
-	}
+	r := scriptedRunner(t, pub, script, func() (tool.ExecutionEnvironment, error) { return env, nil },
+		func(o *Options) { o.WorkspaceOutageTolerance = 3 * time.Hour })
+	obj := demoSession("unreachable", "run it")
 	if err := r.Ensure(obj, "pod"); err != nil {
 		t.Fatal(err)
 	}
