@@ -107,11 +107,12 @@ var errRestoring = errors.New("another journal is looking for the events stream"
 
 // ErrStreamLost is what PublisherOptions.OnStreamRestored is told of: the
 // stream was gone, and what it held is lost.
-var ErrStreamLost = errors.New("the events stream was gone (a NATS server that came back without its store, or the stream deleted)")
+var ErrStreamLost = errors.New("the events stream or its large-event bucket was gone (a NATS server that came back without its store, or deleted)")
 
 // restoreStream makes the stream and the large-event bucket again when the
-// server answers that the stream does not exist: a server that came back
-// without its store, or a stream deleted by hand. Without it a running
+// server answers that the stream, or the bucket, does not exist: a server
+// that came back without its store, a stream or bucket deleted by hand, or
+// a bucket never made (see below). Without it a running
 // session's journal would wait for a manager restart (the only other
 // EnsureStream). Only on that answer: a stream that does not respond (a
 // server restarting, JetStream not ready) is waited for. It returns nil
@@ -134,11 +135,19 @@ func (p *Publisher) restoreStream(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, restoreTimeout)
 	defer cancel()
 	_, err := p.js.Stream(ctx, p.cfg.Name)
-	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if err == nil {
+		// The stream is there; the bucket may not be. EnsureStream makes it
+		// after the stream, so a manager that died between the two, or a
+		// request that failed there, left the stream without it.
+		_, err = p.js.ObjectStore(ctx, p.cfg.LargeBucket)
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return err
+		}
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return err
 	}
 	if err := p.EnsureStream(ctx); err != nil {
-		return fmt.Errorf("make the lost stream %s again: %w", p.cfg.Name, err)
+		return fmt.Errorf("make the lost stream %s or bucket %s again: %w", p.cfg.Name, p.cfg.LargeBucket, err)
 	}
 	p.mu.Lock()
 	p.obs = nil // the bucket was made again too
@@ -574,13 +583,27 @@ func (j *Journal) putObject(ctx context.Context, name string, data []byte) error
 	actx, cancel := context.WithTimeout(ctx, 4*j.p.ackTimeout)
 	defer cancel()
 	obs, err := j.p.objectStore(actx)
-	if err != nil {
-		return err
+	if err == nil {
+		if _, err = obs.PutBytes(actx, name, data); err != nil {
+			err = fmt.Errorf("store large event %s: %w", name, err)
+		}
 	}
-	if _, err := obs.PutBytes(actx, name, data); err != nil {
-		return fmt.Errorf("store large event %s: %w", name, err)
+	if err != nil && bucketGone(err) {
+		// Gone with the server's store, or alone? Made again, the put after
+		// the backoff goes through.
+		if rerr := j.p.restoreStream(ctx); rerr != nil {
+			err = fmt.Errorf("%w (looking for the bucket: %w)", err, rerr)
+		}
 	}
-	return nil
+	return err
+}
+
+// bucketGone reports whether err may say the large-event bucket is gone:
+// not found when it is looked up, no stream behind a put to the handle
+// looked up before.
+func bucketGone(err error) bool {
+	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
 }
 
 // publishLocked sends e; a send error leaves e.fut nil for the next retry.

@@ -94,12 +94,22 @@ func replay(ctx context.Context, js jetstream.JetStream, session SessionRef, ro 
 	}
 	r := newReader(js, session.UID)
 	err = r.consume(ctx, cfg, filter, func(env *Envelope, meta *jetstream.MsgMetadata) (bool, error) {
-		for _, e := range r.seq.add(env) {
+		gen := r.seq.lastGen
+		ready := r.seq.add(env)
+		for i, e := range ready {
 			ev, err := r.resolve(ctx, e)
+			if errors.Is(err, errLargeEventLost) {
+				// Its bucket was lost without the stream: the event was never
+				// stored, as far as a replay can tell. The prefix ends before
+				// it, until a writer that resumed from there stores it anew.
+				r.seq.unread(ready, i, gen)
+				break
+			}
 			if err != nil {
 				return false, err
 			}
 			r.events = append(r.events, ev)
+			gen = e.Gen
 		}
 		return meta.Sequence.Stream < last.Sequence, nil
 	})
@@ -238,13 +248,13 @@ func (r *reader) resolve(ctx context.Context, env *Envelope) (loop.Event, error)
 	if !ok {
 		var err error
 		if obs, err = r.js.ObjectStore(ctx, ref.Bucket); err != nil {
-			return loop.Event{}, fmt.Errorf("event %s: open object store %s: %w", env.ID, ref.Bucket, err)
+			return loop.Event{}, fmt.Errorf("event %s: open object store %s: %w", env.ID, ref.Bucket, lostIfNotFound(err))
 		}
 		r.obs[ref.Bucket] = obs
 	}
 	data, err := obs.GetBytes(ctx, ref.Object)
 	if err != nil {
-		return loop.Event{}, fmt.Errorf("event %s: get large event %s: %w", env.ID, ref.Object, err)
+		return loop.Event{}, fmt.Errorf("event %s: get large event %s: %w", env.ID, ref.Object, lostIfNotFound(err))
 	}
 	sum := sha256.Sum256(data)
 	if hex.EncodeToString(sum[:]) != ref.SHA256 {
@@ -258,6 +268,19 @@ func (r *reader) resolve(ctx context.Context, env *Envelope) (loop.Event, error)
 		return loop.Event{}, fmt.Errorf("event %s: large event %s holds event %s", env.ID, ref.Object, full.ID)
 	}
 	return full.Event(), nil
+}
+
+// errLargeEventLost says a large event's object, or its whole bucket, is not
+// found: lost (a bucket deleted, or made anew after the server lost its
+// store) while the stream kept the event's reference.
+var errLargeEventLost = errors.New("the large event's object is gone")
+
+// lostIfNotFound marks err with errLargeEventLost when it says not found.
+func lostIfNotFound(err error) error {
+	if errors.Is(err, jetstream.ErrObjectNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("%w: %w", errLargeEventLost, err)
+	}
+	return err
 }
 
 // sequencer puts envelopes in seq order, drops duplicates and prefers the
@@ -294,6 +317,18 @@ func (s *sequencer) add(env *Envelope) []*Envelope {
 		ready = append(ready, e)
 		s.lastGen = e.Gen
 		s.next++
+	}
+}
+
+// unread takes back ready[i:] of what add returned: ready[i] is dropped, as
+// if it had never been received, and the rest wait again; gen is the
+// generation of the envelope delivered before ready[i]. A later envelope for
+// ready[i]'s seq (a writer that resumed before it) is then delivered.
+func (s *sequencer) unread(ready []*Envelope, i int, gen uint64) {
+	s.next = ready[i].Seq
+	s.lastGen = gen
+	for _, e := range ready[i+1:] {
+		s.pending[e.Seq] = e
 	}
 }
 

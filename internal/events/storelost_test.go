@@ -2,9 +2,12 @@ package events
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // A server that comes back without its store (the stream is gone): the
@@ -38,16 +41,7 @@ func TestJournalRecreatesALostStream(t *testing.T) {
 			if tc.after {
 				lose()
 			}
-			var j *Journal
-			if tc.fenced {
-				oj, _, err := env.pub.OpenJournal(ctx, testSession, opts)
-				if err != nil {
-					t.Fatalf("OpenJournal: %v", err)
-				}
-				j = oj
-			} else {
-				j, _ = env.pub.NewJournal(testSession, 0, opts)
-			}
+			j := openTestJournal(t, env, tc.fenced, opts)
 			appendAll(t, ctx, j, evs[:10])
 			if !tc.after {
 				lose()
@@ -131,4 +125,96 @@ func TestJournalDoesNotQueueBehindAnotherLookForTheStream(t *testing.T) {
 	if err := <-synced; err != nil {
 		t.Fatalf("Sync once the look ended: %v", err)
 	}
+}
+
+// The large-event bucket is made again too when it is gone: alone (it is
+// made after the stream, so a manager that died between the two, or a
+// request that failed there, leaves the stream without it; or it was
+// deleted by hand), or with the whole store and found first by a large
+// event. The journal used to retry the object's put until a manager
+// restart, the session waiting with its journal unavailable.
+func TestJournalRecreatesALostBucket(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		streamToo    bool
+		fenced, gone bool // OpenJournal; the stream's events before the loss are gone
+	}{
+		{name: "bucket alone, fenced journal", fenced: true},
+		{name: "bucket alone, unfenced journal"},
+		{name: "whole store, found by a large event", streamToo: true, gone: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			var restored atomic.Int32
+			env := newTestEnv(t, EmbeddedOptions{}, PublisherOptions{AckTimeout: 300 * time.Millisecond,
+				Stream: StreamConfig{MaxMsgSize: 16 << 10}, OnStreamRestored: func() { restored.Add(1) }})
+			opts := JournalOptions{RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}
+			j := openTestJournal(t, env, tc.fenced, opts)
+			evs := scriptedEvents(testSession.UID, 6)
+			evs[1].Data.Output = strings.Repeat("before the loss\n", 4<<10) // 64 KiB: in the bucket
+			evs[5].Data.Output = strings.Repeat("after the loss\n", 4<<10)
+			appendAll(t, ctx, j, evs[:3])
+
+			if err := env.js.DeleteObjectStore(ctx, DefaultLargeBucket); err != nil {
+				t.Fatal(err)
+			}
+			if tc.streamToo {
+				if err := env.js.DeleteStream(ctx, env.pub.StreamConfig().Name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			for _, ev := range evs[3:] {
+				if err := j.Append(sctx, ev); err != nil {
+					t.Fatalf("Append after the loss: %v", err)
+				}
+			}
+			if err := j.Sync(sctx); err != nil {
+				t.Fatalf("Sync after the loss: %v", err)
+			}
+			if n := restored.Load(); n != 1 {
+				t.Errorf("OnStreamRestored called %d times, want 1", n)
+			}
+			if tc.gone {
+				return // the replay is empty: TestJournalRecreatesALostStream
+			}
+			// The large event appended before the loss went with the bucket:
+			// a replay (the longest gap-free prefix) ends before it, instead
+			// of failing, and a resume failing with it, forever.
+			got, err := Replay(ctx, env.js, testSession)
+			if err != nil || len(got) != 1 {
+				t.Fatalf("replay after the loss = %d events (%v), want the 1 before the lost large event", len(got), err)
+			}
+			// A writer that resumes the session from there appends anew; a
+			// replay then has them all, the older writer's copies skipped.
+			j2, replayed, err := env.pub.OpenJournal(sctx, testSession, opts)
+			if err != nil || len(replayed) != 1 {
+				t.Fatalf("OpenJournal after the loss: %d events (%v), want 1", len(replayed), err)
+			}
+			appendAll(t, ctx, j2, evs[1:])
+			got, err = Replay(ctx, env.js, testSession)
+			if err != nil {
+				t.Fatalf("Replay after the resume: %v", err)
+			}
+			if diff := cmp.Diff(evs, got); diff != "" {
+				t.Errorf("replay after the resume (-want +got):\n%.2000s", diff)
+			}
+		})
+	}
+}
+
+// openTestJournal opens testSession's journal as the runner does (fenced)
+// or a bare one at seq 0.
+func openTestJournal(t *testing.T, env *testEnv, fenced bool, opts JournalOptions) *Journal {
+	t.Helper()
+	if !fenced {
+		j, _ := env.pub.NewJournal(testSession, 0, opts)
+		return j
+	}
+	j, _, err := env.pub.OpenJournal(t.Context(), testSession, opts)
+	if err != nil {
+		t.Fatalf("OpenJournal: %v", err)
+	}
+	return j
 }
