@@ -74,7 +74,8 @@ const (
 	ReasonWorkspaceStartRetried = "WorkspaceStartRetried"
 	// ReasonConfinementNotKept: the workspace pod's NetworkPolicy or the labels it selects the
 	// pod by were removed or changed and could not be written again (the API server refused or
-	// did not answer); no input starts in the pod until they are. Tried again every 10 s.
+	// did not answer; for a child in its parent's workspace: the parent has not yet written
+	// them again); no input starts in the pod until they are. Tried again every 10 s.
 	ReasonConfinementNotKept = "ConfinementNotKept"
 	// ReasonWorkspaceReleased: the session finished and its pod was deleted.
 	ReasonWorkspaceReleased = "WorkspaceReleased"

@@ -219,6 +219,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Pod{}, builder.WithPredicates(managed)).
 		// A workspace policy deleted or changed is restored (keepNetworkPolicy).
 		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(managed)).
+		// Children in the owner's workspace pod stop with it while it is not
+		// in place (ownerConfined).
+		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(r.workspaceSharers), builder.WithPredicates(managed)).
 		// Children wake their parent (status.children): at once on a phase
 		// change, within StatusInterval for their tree figures (parentwake.go).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &agentsv1.AgentSession{}, parentWakeHandler(r.StatusInterval))).
@@ -467,7 +470,11 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 	if pod != nil && !podGone(pod) {
 		// Kept while the pod lives, not only when it is created: a runner
 		// starts only with the pod confined, a stop never waits for it.
-		obs.confineErr = errors.Join(r.keepPodLabels(ctx, s, pod), r.keepNetworkPolicy(ctx, s))
+		if sharedWorkspace(s) {
+			obs.confineErr = r.ownerConfined(ctx, s, pod)
+		} else {
+			obs.confineErr = errors.Join(r.keepPodLabels(ctx, s, pod), r.keepNetworkPolicy(ctx, s))
+		}
 	}
 	obs, res, err := r.actOnPod(ctx, s, obs)
 	if obs.confineErr != nil {
@@ -485,6 +492,55 @@ func (r *Reconciler) act(ctx context.Context, s *agentsv1.AgentSession) (observa
 // confinePoll is how often a session whose pod's confinement could not be
 // written again is looked at.
 const confinePoll = 10 * time.Second
+
+// workspaceSharers are the children running in the workspace pod that
+// policy o confines (its controller's), read from the cache.
+func (r *Reconciler) workspaceSharers(ctx context.Context, o client.Object) []reconcile.Request {
+	ref := metav1.GetControllerOf(o)
+	if ref == nil || ref.Kind != "AgentSession" {
+		return nil
+	}
+	var list agentsv1.AgentSessionList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()),
+		client.MatchingLabels{agentsv1.LabelParentUID: string(ref.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List the children of a workspace's owner", "owner", ref.Name)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if c := &list.Items[i]; sharedWorkspace(c) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+		}
+	}
+	return reqs
+}
+
+// ownerConfined says why the pod a child shares with its workspace owner is
+// not confined, or nil: the owner keeps the pod's labels and NetworkPolicy
+// (its own reconcile writes them again, and suspends its runner while it
+// cannot), and a child runs nothing in the pod meanwhile either.
+func (r *Reconciler) ownerConfined(ctx context.Context, s *agentsv1.AgentSession, pod *corev1.Pod) error {
+	owner, ownerUID := runner.WorkspaceOwner(s)
+	if pod.Labels[agentsv1.LabelSessionUID] != string(ownerUID) || pod.Labels[labelManagedBy] != managedBy {
+		return fmt.Errorf("the labels of workspace pod %s, which session %s keeps, were removed or changed", pod.Name, owner)
+	}
+	o := &agentsv1.AgentSession{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: owner}, o); err != nil {
+		return fmt.Errorf("read session %s, which keeps workspace pod %s: %w", owner, pod.Name, err)
+	}
+	if o.UID != ownerUID {
+		return fmt.Errorf("session %s, which kept workspace pod %s, was replaced", owner, pod.Name)
+	}
+	np, err := r.readPolicy(ctx, o)
+	switch {
+	case err == nil && policyIntact(np, o):
+		return nil
+	case err == nil || apierrors.IsNotFound(err):
+		return fmt.Errorf("the NetworkPolicy %s of workspace pod %s, which session %s keeps, was removed or changed", networkPolicyName(o), pod.Name, owner)
+	default:
+		return fmt.Errorf("read NetworkPolicy %s: %w", networkPolicyName(o), err)
+	}
+}
 
 // keepPodLabels writes back the labels the session's NetworkPolicy selects
 // its pod by (the session UID) and the manager's cache watches it by

@@ -480,14 +480,19 @@ func waitReplacedPod(t *testing.T, old *corev1.Pod) *corev1.Pod {
 
 // blockedScript runs one command that blocks until the test writes the file
 // "release" into the workspace, then answers.
-const blockedScript = `turns:
+var blockedScript = blockedScriptWith("runs.txt", "Resumed after the interruption.")
+
+// blockedScriptWith is blockedScript with its own marker file and final text.
+func blockedScriptWith(marker, resumed string) string {
+	return fmt.Sprintf(`turns:
   - text: "Running the long job."
     toolCalls:
       - name: shell
-        arguments: {command: "echo started >> runs.txt; while [ ! -f release ]; do sleep 0.05; done", timeout_ms: 120000}
+        arguments: {command: "echo started >> %s; while [ ! -f release ]; do sleep 0.05; done", timeout_ms: 120000}
   - expect: {lastToolResultContains: "interrupted"}
-    text: "Resumed after the interruption."
-`
+    text: %q
+`, marker, resumed)
+}
 
 // blockedSession creates a session (changed by mutate) running blockedScript
 // and returns it, with its Ready pod, once the command runs.

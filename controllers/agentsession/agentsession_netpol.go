@@ -77,6 +77,20 @@ func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, s *agentsv1.AgentS
 	return err
 }
 
+// readPolicy reads the NetworkPolicy of s's pod from the cache and, when the
+// cache has none, once from the API server: the cache may not have seen a
+// policy created a moment ago (one read, not the names resolved and a create
+// refused).
+func (r *Reconciler) readPolicy(ctx context.Context, s *agentsv1.AgentSession) (*networkingv1.NetworkPolicy, error) {
+	got := &networkingv1.NetworkPolicy{}
+	key := types.NamespacedName{Namespace: s.Namespace, Name: networkPolicyName(s)}
+	err := r.Client.Get(ctx, key, got)
+	if apierrors.IsNotFound(err) {
+		err = r.liveReader().Get(ctx, key, got)
+	}
+	return got, err
+}
+
 // keepNetworkPolicy keeps the NetworkPolicy of a session whose pod is alive
 // as the controller wrote it, on every reconcile: read from the cache (the
 // operator's policies are watched), so a policy in place costs no request.
@@ -86,14 +100,7 @@ func (r *Reconciler) keepNetworkPolicy(ctx context.Context, s *agentsv1.AgentSes
 	if sharedWorkspace(s) {
 		return nil
 	}
-	got := &networkingv1.NetworkPolicy{}
-	key := types.NamespacedName{Namespace: s.Namespace, Name: networkPolicyName(s)}
-	err := r.Client.Get(ctx, key, got)
-	if apierrors.IsNotFound(err) {
-		// The cache may not have seen a policy created a moment ago: one
-		// read, not the names resolved and a create refused.
-		err = r.liveReader().Get(ctx, key, got)
-	}
+	got, err := r.readPolicy(ctx, s)
 	switch {
 	case err == nil && policyIntact(got, s):
 		return nil

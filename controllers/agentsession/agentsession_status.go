@@ -353,7 +353,7 @@ func workspaceCondition(obs observation) metav1.Condition {
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceLost, "the workspace pod is gone"
 	case obs.confineErr != nil:
 		c.Reason, c.Message = agentsv1.ReasonConfinementNotKept, truncate("the workspace pod's NetworkPolicy or labels "+
-			"were removed and could not be written again, so no input starts in it until they are: "+obs.confineErr.Error(), 1024)
+			"are not in place, so no input starts in it until they are written again: "+obs.confineErr.Error(), 1024)
 	case obs.released:
 		c.Reason, c.Message = agentsv1.ReasonWorkspaceReleased, "the workspace pod was deleted"
 	case obs.startRetry != "":
