@@ -253,8 +253,11 @@ func (r *reader) resolve(ctx context.Context, env *Envelope) (loop.Event, error)
 		r.obs[ref.Bucket] = obs
 	}
 	data, err := obs.GetBytes(ctx, ref.Object)
+	if errors.Is(err, jetstream.ErrObjectNotFound) && bucketMadeAfter(ctx, obs, env.Time) {
+		err = fmt.Errorf("%w: %w", errLargeEventLost, err)
+	}
 	if err != nil {
-		return loop.Event{}, fmt.Errorf("event %s: get large event %s: %w", env.ID, ref.Object, lostIfNotFound(err))
+		return loop.Event{}, fmt.Errorf("event %s: get large event %s: %w", env.ID, ref.Object, err)
 	}
 	sum := sha256.Sum256(data)
 	if hex.EncodeToString(sum[:]) != ref.SHA256 {
@@ -270,17 +273,33 @@ func (r *reader) resolve(ctx context.Context, env *Envelope) (loop.Event, error)
 	return full.Event(), nil
 }
 
-// errLargeEventLost says a large event's object, or its whole bucket, is not
-// found: lost (a bucket deleted, or made anew after the server lost its
-// store) while the stream kept the event's reference.
+// errLargeEventLost says a large event's object is lost: its bucket does not
+// exist, or was made after the event (deleted, or lost with the server's
+// store and made anew) while the stream kept the event's reference.
 var errLargeEventLost = errors.New("the large event's object is gone")
 
-// lostIfNotFound marks err with errLargeEventLost when it says not found.
+// lostIfNotFound marks err with errLargeEventLost when it says the bucket
+// does not exist (a stream lookup, answered by the stream's leader).
 func lostIfNotFound(err error) error {
-	if errors.Is(err, jetstream.ErrObjectNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return fmt.Errorf("%w: %w", errLargeEventLost, err)
 	}
 	return err
+}
+
+// bucketMadeAfter reports whether the bucket of obs was made after t (the
+// time of an event whose object it lacks): made anew, so the object is lost.
+// An object not found in a bucket older than the event is not taken for
+// lost: reads may be served by a replica that has not caught up yet (the
+// bucket allows direct gets), so the replay fails and is tried again, as
+// before. The bucket's creation time comes from its leader.
+func bucketMadeAfter(ctx context.Context, obs jetstream.ObjectStore, t time.Time) bool {
+	st, err := obs.Status(ctx)
+	if err != nil {
+		return false
+	}
+	bs, ok := st.(*jetstream.ObjectBucketStatus)
+	return ok && bs.StreamInfo() != nil && bs.StreamInfo().Created.After(t)
 }
 
 // sequencer puts envelopes in seq order, drops duplicates and prefers the

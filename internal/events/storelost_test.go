@@ -151,6 +151,9 @@ func TestJournalRecreatesALostBucket(t *testing.T) {
 			opts := JournalOptions{RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}
 			j := openTestJournal(t, env, tc.fenced, opts)
 			evs := scriptedEvents(testSession.UID, 6)
+			for i := range evs { // written now: the bucket made again is younger
+				evs[i].Time = time.Now().UTC().Add(time.Duration(i) * time.Millisecond)
+			}
 			evs[1].Data.Output = strings.Repeat("before the loss\n", 4<<10) // 64 KiB: in the bucket
 			evs[5].Data.Output = strings.Repeat("after the loss\n", 4<<10)
 			appendAll(t, ctx, j, evs[:3])
@@ -201,6 +204,36 @@ func TestJournalRecreatesALostBucket(t *testing.T) {
 				t.Errorf("replay after the resume (-want +got):\n%.2000s", diff)
 			}
 		})
+	}
+}
+
+// An object missing from a bucket older than its event is not taken for
+// lost: a read may be served by a replica that has not caught up (the
+// bucket allows direct gets), so the replay fails, to be tried again,
+// rather than end the prefix before an event that is still there.
+func TestReplayDoesNotTakeAnObjectMissingFromAnOlderBucketForLost(t *testing.T) {
+	ctx := t.Context()
+	env := newTestEnv(t, EmbeddedOptions{}, PublisherOptions{Stream: StreamConfig{MaxMsgSize: 16 << 10}})
+	j, _ := env.pub.NewJournal(testSession, 0, JournalOptions{})
+	evs := scriptedEvents(testSession.UID, 3)
+	for i := range evs {
+		evs[i].Time = time.Now().UTC().Add(time.Minute) // after the bucket's creation, whatever the clocks
+	}
+	evs[1].Data.Output = strings.Repeat("large\n", 8<<10)
+	appendAll(t, ctx, j, evs)
+	obs, err := env.js.ObjectStore(ctx, DefaultLargeBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, err := obs.List(ctx)
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("bucket holds %d objects (%v), want 1", len(infos), err)
+	}
+	if err := obs.Delete(ctx, infos[0].Name); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Replay(ctx, env.js, testSession); err == nil {
+		t.Fatalf("replay = %d events and no error, want an error naming the missing object", len(got))
 	}
 }
 
