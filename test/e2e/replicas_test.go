@@ -83,20 +83,35 @@ var _ = Describe("three manager replicas", Ordered, ContinueOnFailure, Label("re
 
 		// Each of its unfinished sessions is claimed by another replica.
 		var takeovers []time.Duration
+		var lost []*agentsv1.AgentSession
 		for _, s := range byPod[victim] {
 			if s.Status.Phase.IsFinal() {
 				continue
 			}
 			lease := &coordinationv1.Lease{}
 			key := client.ObjectKey{Namespace: ns, Name: claim.Name(s.UID)}
+			var tookOver bool
 			Eventually(func(g Gomega, ctx context.Context) {
 				g.Expect(f.Client.Get(ctx, key, lease)).To(Succeed())
 				holder := ptr.Deref(lease.Spec.HolderIdentity, "")
-				g.Expect(holder).NotTo(BeEmpty())
 				g.Expect(holder).NotTo(HaveSuffix("/"+victim), "%s still claimed by the frozen replica", s.Name)
+				if tookOver = holder != ""; tookOver {
+					return
+				}
+				// Released: finished by the replica that took it over while the loop
+				// waited for the sessions before it (a release keeps the acquire
+				// time), or by the victim just before the freeze.
+				cur := &agentsv1.AgentSession{}
+				g.Expect(f.Client.Get(ctx, client.ObjectKeyFromObject(s), cur)).To(Succeed())
+				g.Expect(cur.Status.Phase.IsFinal()).To(BeTrue(), "%s released but not finished", s.Name)
+				tookOver = lease.Spec.AcquireTime != nil && lease.Spec.AcquireTime.After(frozenAt)
 			}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
-			takeovers = append(takeovers, lease.Spec.AcquireTime.Sub(frozenAt))
+			if tookOver {
+				takeovers = append(takeovers, lease.Spec.AcquireTime.Sub(frozenAt))
+				lost = append(lost, s)
+			}
 		}
+		Expect(lost).NotTo(BeEmpty(), "no session of the frozen replica was taken over")
 		slices.Sort(takeovers)
 		if len(takeovers) > 0 {
 			GinkgoWriter.Printf("takeover after the freeze: p50 %s, max %s (%d sessions)\n",
@@ -119,10 +134,8 @@ var _ = Describe("three manager replicas", Ordered, ContinueOnFailure, Label("re
 			logs, err := f.Clientset.CoreV1().Pods(op.ns).GetLogs(victim, &corev1.PodLogOptions{Container: "manager",
 				SinceTime: &metav1.Time{Time: wokeAt.Add(-time.Second)}}).DoRaw(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
-			for _, s := range byPod[victim] {
-				if !s.Status.Phase.IsFinal() {
-					g.Expect(fencedLine(string(logs), ns+"/"+s.Name)).NotTo(BeEmpty(), "%s logs that it lost %s", victim, s.Name)
-				}
+			for _, s := range lost {
+				g.Expect(fencedLine(string(logs), ns+"/"+s.Name)).NotTo(BeEmpty(), "%s logs that it lost %s", victim, s.Name)
 			}
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	}, SpecTimeout(12*time.Minute))
