@@ -117,3 +117,18 @@ func rawMessages(t testing.TB, ctx context.Context, js jetstream.JetStream, cfg 
 	}
 	return out
 }
+
+// onlyLargeObject returns the large-event bucket and the name of the one
+// object it must hold.
+func onlyLargeObject(t *testing.T, env *testEnv) (jetstream.ObjectStore, string) {
+	t.Helper()
+	obs, err := env.js.ObjectStore(t.Context(), DefaultLargeBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, err := obs.List(t.Context())
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("the large-event bucket holds %d objects (%v), want 1", len(infos), err)
+	}
+	return obs, infos[0].Name
+}

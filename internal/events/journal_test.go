@@ -327,15 +327,8 @@ func TestJournalRedactsSecrets(t *testing.T) {
 	for _, m := range rawMessages(t, ctx, env.js, env.pub.StreamConfig()) {
 		blobs = append(blobs, m.Data)
 	}
-	obs, err := env.js.ObjectStore(ctx, DefaultLargeBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	infos, err := obs.List(ctx)
-	if err != nil || len(infos) != 1 {
-		t.Fatalf("object store holds %d objects (%v), want 1", len(infos), err)
-	}
-	data, err := obs.GetBytes(ctx, infos[0].Name)
+	obs, name := onlyLargeObject(t, env)
+	data, err := obs.GetBytes(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}

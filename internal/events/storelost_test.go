@@ -221,15 +221,8 @@ func TestReplayDoesNotTakeAnObjectMissingFromAnOlderBucketForLost(t *testing.T) 
 	}
 	evs[1].Data.Output = strings.Repeat("large\n", 8<<10)
 	appendAll(t, ctx, j, evs)
-	obs, err := env.js.ObjectStore(ctx, DefaultLargeBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	infos, err := obs.List(ctx)
-	if err != nil || len(infos) != 1 {
-		t.Fatalf("bucket holds %d objects (%v), want 1", len(infos), err)
-	}
-	if err := obs.Delete(ctx, infos[0].Name); err != nil {
+	obs, name := onlyLargeObject(t, env)
+	if err := obs.Delete(ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := Replay(ctx, env.js, testSession); err == nil {

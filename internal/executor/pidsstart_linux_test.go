@@ -22,7 +22,7 @@ const pidsStartEnv = "EXECUTOR_TEST_PIDS_START"
 // a fork bomb the executor has just killed do until they are reaped, and starts a command:
 // the kernel refuses its shell (EAGAIN) until the limit frees, and the command must run then,
 // within its time limit, instead of failing at once; a command whose time runs out first fails
-// and says why. A workspace whose bomb was killed by the
+// and says why, and one stopped meanwhile ends at once, whatever its timeout. A workspace whose bomb was killed by the
 // last call failed its next command this way on a loaded CI machine. Root and a writable pids
 // hierarchy are needed, as for TestReservedThreadsOutliveAFullPidsLimit.
 func TestCommandStartsOnceTheProcessLimitFrees(t *testing.T) {
@@ -84,6 +84,14 @@ func pidsStartChild() {
 	if _, err := env.ExecCommand(context.Background(), "echo never", tool.ExecOptions{Timeout: 200 * time.Millisecond}); err == nil ||
 		!strings.Contains(err.Error(), "process limit stayed used up") {
 		fail("a command whose time ran out while the limit was used up: %v", err)
+	}
+
+	// A stop (the input's end) while the limit stays used up ends the call at
+	// once, not at its timeout of an hour.
+	stop, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	if _, err := env.ExecCommand(stop, "echo never", tool.ExecOptions{Timeout: time.Hour}); !errors.Is(err, context.Canceled) {
+		fail("a command stopped while the limit was used up: %v, want context.Canceled", err)
 	}
 
 	type result struct {
