@@ -495,7 +495,7 @@ func blockedScriptWith(marker, resumed string) string {
 }
 
 // blockedSession creates a session (changed by mutate) running blockedScript
-// and returns it, with its Ready pod, once the command runs.
+// and returns it, with its Ready pod, once the command has started.
 func blockedSession(t *testing.T, mutate func(*agentsv1.AgentSession)) (*agentsv1.AgentSession, *corev1.Pod) {
 	t.Helper()
 	ns := newNamespace(t)
@@ -532,6 +532,18 @@ func blockedSession(t *testing.T, mutate func(*agentsv1.AgentSession)) (*agentsv
 			}
 		}
 		return fmt.Errorf("no TOOL_CALL_START among %d events", len(evs))
+	})
+	// TOOL_CALL_START is journaled before the shell is started: a suspend
+	// or a lost pod right after it may interrupt a command that never ran.
+	dir, err := workspaces.dir(running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the command started", func() error {
+		if b, _ := os.ReadFile(filepath.Join(dir, "runs.txt")); string(b) != "started\n" {
+			return fmt.Errorf("runs.txt = %q", b)
+		}
+		return nil
 	})
 	return running, getPod(t, s)
 }
