@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -22,7 +23,8 @@ const pidsStartEnv = "EXECUTOR_TEST_PIDS_START"
 // a fork bomb the executor has just killed do until they are reaped, and starts a command:
 // the kernel refuses its shell (EAGAIN) until the limit frees, and the command must run then,
 // within its time limit, instead of failing at once; a command whose time runs out first fails
-// and says why, and one stopped meanwhile ends at once, whatever its timeout. A workspace whose bomb was killed by the
+// and says why, and one stopped meanwhile ends at once, whatever its timeout. A stdio process
+// (an MCP server) is started the same way. A workspace whose bomb was killed by the
 // last call failed its next command this way on a loaded CI machine. Root and a writable pids
 // hierarchy are needed, as for TestReservedThreadsOutliveAFullPidsLimit.
 func TestCommandStartsOnceTheProcessLimitFrees(t *testing.T) {
@@ -35,7 +37,7 @@ func TestCommandStartsOnceTheProcessLimitFrees(t *testing.T) {
 		t.Skip("no sleep to use the limit up with")
 	}
 	out, err := runInPidsCgroup(t, parent, "TestCommandStartsOnceTheProcessLimitFrees", 64, pidsStartEnv)
-	if err != nil || !strings.Contains(out, "ran once the limit freed: survived") {
+	if err != nil || !strings.Contains(out, "ran once the limit freed: survived (exit 0); process survived") {
 		t.Fatalf("the command did not run once the process limit freed (%v); output:\n%s", err, out)
 	}
 }
@@ -94,6 +96,14 @@ func pidsStartChild() {
 		fail("a command stopped while the limit was used up: %v, want context.Canceled", err)
 	}
 
+	// A stdio process (an MCP server) is started the same way, bounded by its ctx's deadline.
+	short, cancelShort := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancelShort()
+	if _, err := env.StartProcess(short, []string{"true"}, localenv.ProcessOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "process limit stayed used up") {
+		fail("a process whose start time ran out while the limit was used up: %v", err)
+	}
+
 	type result struct {
 		res *tool.ExecResult
 		err error
@@ -103,9 +113,20 @@ func pidsStartChild() {
 		res, err := env.ExecCommand(context.Background(), "echo survived", tool.ExecOptions{Timeout: 30 * time.Second})
 		done <- result{res, err}
 	}()
+	type started struct {
+		p   *localenv.Process
+		err error
+	}
+	startedCh := make(chan started, 1)
+	go func() {
+		p, err := env.StartProcess(context.Background(), []string{"echo", "process survived"}, localenv.ProcessOptions{})
+		startedCh <- started{p, err}
+	}()
 	select {
 	case r := <-done:
 		fail("the command ended while the limit was used up: %v, %+v", r.err, r.res)
+	case s := <-startedCh:
+		fail("the process start ended while the limit was used up: %v", s.err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	free()
@@ -113,5 +134,14 @@ func pidsStartChild() {
 	if r.err != nil {
 		fail("the command failed after the limit freed: %v", r.err)
 	}
-	fmt.Printf("ran once the limit freed: %s (exit %d)\n", strings.TrimSpace(r.res.Stdout), r.res.ExitCode)
+	s := <-startedCh
+	if s.err != nil {
+		fail("the process failed to start after the limit freed: %v", s.err)
+	}
+	out, err := io.ReadAll(s.p)
+	s.p.Close()
+	if err != nil && !errors.Is(err, os.ErrClosed) {
+		fail("read the process's output: %v", err)
+	}
+	fmt.Printf("ran once the limit freed: %s (exit %d); %s\n", strings.TrimSpace(r.res.Stdout), r.res.ExitCode, strings.TrimSpace(string(out)))
 }

@@ -165,7 +165,7 @@ func startRetrying(ctx context.Context, deadline time.Time, newCmd func() *exec.
 			return nil, err
 		}
 		if time.Until(deadline) < pause {
-			return nil, fmt.Errorf("the process limit stayed used up until the command's time was up: %w", err)
+			return nil, fmt.Errorf("the process limit stayed used up until the time to start was up: %w", err)
 		}
 		t := time.NewTimer(pause)
 		select {

@@ -13,6 +13,11 @@ import (
 	"time"
 )
 
+// ProcessStartWait is how long StartProcess, when its ctx has no deadline,
+// keeps starting a process the kernel refuses for now because the process
+// limit is used up.
+const ProcessStartWait = 30 * time.Second
+
 // DefaultStderrTail is how many of the last bytes of a long-running
 // process's stderr are kept for error messages.
 const DefaultStderrTail = 4 << 10
@@ -48,7 +53,9 @@ type Process struct {
 
 // StartProcess starts argv (no shell) in a new process group with the
 // filtered environment plus opts.Env, in opts.WorkingDir under the root. ctx
-// bounds the start only; the process runs until it exits or Close is called.
+// bounds the start only (while the process limit is used up the start is
+// tried again until ctx's deadline, or ProcessStartWait without one); the
+// process runs until it exits or Close is called.
 func (e *Env) StartProcess(ctx context.Context, argv []string, opts ProcessOptions) (*Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("start process: %w", err)
@@ -91,12 +98,22 @@ func (e *Env) StartProcess(ctx context.Context, argv []string, opts ProcessOptio
 		closeAll()
 		return nil, fmt.Errorf("start process: %w", err)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = FilterEnv(e.baseEnv(), e.cfg.policy, opts.Env)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
+	env := FilterEnv(e.baseEnv(), e.cfg.policy, opts.Env)
+	newCmd := func() *exec.Cmd {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+		cmd.Env = env
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
+	}
+	// A process limit used up for now (the processes of a group just
+	// killed, not yet reaped) delays the start, as it does a command's.
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(ProcessStartWait)
+	}
+	cmd, err := startRetrying(ctx, deadline, newCmd)
 	inR.Close()
 	outW.Close()
 	errW.Close()
