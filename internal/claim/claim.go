@@ -97,7 +97,8 @@ type Claim struct {
 	// Fence increases with every change of holder (the Lease's
 	// transitions), including every acquisition of a released claim, and
 	// never goes back: the Lease lives as long as the session (Release
-	// keeps it), so its transitions are never counted from 0 again. The
+	// keeps it), so its transitions are never counted from 0 again (a
+	// Lease deleted by hand is made anew from 0: AcquireFrom). The
 	// executor refuses a driver whose fence is older than one it has seen
 	// (executor.Owner.Epoch).
 	Fence int32
@@ -109,12 +110,22 @@ type Claim struct {
 // that one is gone). Another instance's live claim is returned as a
 // *Foreign error.
 func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim, error) {
+	return c.AcquireFrom(ctx, s, 0)
+}
+
+// AcquireFrom is Acquire with a floor for the claim's fence: the Lease's
+// transitions are set to at least floor. A workspace that saw this very
+// instance drive the session at a later epoch than its Lease says (the
+// Lease was deleted and made anew, counting from 0 again) refuses it until
+// its fence is past that epoch (see "Superseded drivers" in
+// docs/security.md).
+func (c *Claims) AcquireFrom(ctx context.Context, s *agentsv1.AgentSession, floor int32) (*Claim, error) {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(s.UID)}
 	if s.Status.Owner == "" {
 		// A session no instance has driven yet (no owner in its status) has
 		// no Lease as a rule: create it without reading first. One that
 		// exists anyway (an owner not yet written) is read and taken below.
-		if cl, err := c.create(ctx, s, c.now()); !apierrors.IsAlreadyExists(err) {
+		if cl, err := c.create(ctx, s, c.now(), floor); !apierrors.IsAlreadyExists(err) {
 			return cl, err
 		}
 	}
@@ -123,7 +134,7 @@ func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim,
 		l := &coordinationv1.Lease{}
 		err := c.Reader.Get(ctx, key, l)
 		if apierrors.IsNotFound(err) {
-			cl, err := c.create(ctx, s, now)
+			cl, err := c.create(ctx, s, now, floor)
 			if apierrors.IsAlreadyExists(err) {
 				continue
 			}
@@ -138,6 +149,9 @@ func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim,
 		}
 		if holder != c.Me { // also a released claim (no holder): every new holding is a new epoch
 			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+		}
+		if ptr.Deref(l.Spec.LeaseTransitions, 0) < floor {
+			l.Spec.LeaseTransitions = ptr.To(floor)
 		}
 		// Every acquisition is stamped, also of this holder's own claim (a
 		// process of the same pod restarted after a crash takes its sessions
@@ -159,8 +173,9 @@ func (c *Claims) Acquire(ctx context.Context, s *agentsv1.AgentSession) (*Claim,
 
 // create creates the session's Lease, held by this instance from now. Its
 // error is an AlreadyExists one when the Lease exists.
-func (c *Claims) create(ctx context.Context, s *agentsv1.AgentSession, now time.Time) (*Claim, error) {
+func (c *Claims) create(ctx context.Context, s *agentsv1.AgentSession, now time.Time, floor int32) (*Claim, error) {
 	l := c.newLease(s, now)
+	l.Spec.LeaseTransitions = ptr.To(max(floor, 0))
 	if err := c.Client.Create(ctx, l); err != nil {
 		return nil, fmt.Errorf("create claim: %w", err)
 	}
@@ -170,6 +185,26 @@ func (c *Claims) create(ctx context.Context, s *agentsv1.AgentSession, now time.
 // Holding returns the instance holding a live claim on the session with uid
 // in namespace, when it is not this instance; nil otherwise.
 func (c *Claims) Holding(ctx context.Context, namespace string, uid types.UID) (*Foreign, error) {
+	l, err := c.read(ctx, namespace, uid)
+	if err != nil || l == nil {
+		return nil, err
+	}
+	return c.foreign(l, ParseHolder(ptr.Deref(l.Spec.HolderIdentity, "")), c.now()), nil
+}
+
+// Mine reports whether this instance holds a live claim on the session with
+// uid in namespace.
+func (c *Claims) Mine(ctx context.Context, namespace string, uid types.UID) (bool, error) {
+	l, err := c.read(ctx, namespace, uid)
+	if err != nil || l == nil {
+		return false, err
+	}
+	return c.heldByMe(l), nil
+}
+
+// read reads the claim Lease of the session with uid in namespace (nil
+// when there is none).
+func (c *Claims) read(ctx context.Context, namespace string, uid types.UID) (*coordinationv1.Lease, error) {
 	l := &coordinationv1.Lease{}
 	err := c.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: Name(uid)}, l)
 	if apierrors.IsNotFound(err) {
@@ -178,25 +213,35 @@ func (c *Claims) Holding(ctx context.Context, namespace string, uid types.UID) (
 	if err != nil {
 		return nil, fmt.Errorf("read claim: %w", err)
 	}
-	return c.foreign(l, ParseHolder(ptr.Deref(l.Spec.HolderIdentity, "")), c.now()), nil
+	return l, nil
 }
 
-// Mine reports whether this instance holds a live claim on the session with
-// uid in namespace.
-func (c *Claims) Mine(ctx context.Context, namespace string, uid types.UID) (bool, error) {
-	l := &coordinationv1.Lease{}
-	err := c.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: Name(uid)}, l)
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read claim: %w", err)
-	}
+// heldByMe reports whether l is this instance's live claim.
+func (c *Claims) heldByMe(l *coordinationv1.Lease) bool {
 	if ptr.Deref(l.Spec.HolderIdentity, "") != c.Me.String() || l.Spec.RenewTime == nil {
-		return false, nil
+		return false
 	}
 	until := l.Spec.RenewTime.Add(time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second)
-	return c.now().Before(until), nil
+	return c.now().Before(until)
+}
+
+// Behind reports whether this instance holds a live claim on the session
+// with uid in namespace whose count is below a driver a workspace saw,
+// holder at epoch (or equal to it under another holder). Counts only grow
+// on one Lease, so its Lease was made anew since (deleted by hand, it
+// counts from 0 again), and AcquireFrom must take it past epoch. A claim
+// this instance does not hold (another driver really took it) is not
+// behind: that driver is waited for.
+func (c *Claims) Behind(ctx context.Context, namespace string, uid types.UID, holder string, epoch int64) (bool, error) {
+	l, err := c.read(ctx, namespace, uid)
+	if err != nil || l == nil {
+		return false, err
+	}
+	if !c.heldByMe(l) {
+		return false, nil
+	}
+	n := int64(ptr.Deref(l.Spec.LeaseTransitions, 0))
+	return n < epoch || n == epoch && holder != c.Me.String(), nil
 }
 
 // foreign returns the live claim of another instance in l, or nil.

@@ -144,6 +144,8 @@ func TestClaimEpochsOnlyGrow(t *testing.T) {
 		advance time.Duration // move the clock first
 		fence   int32         // the fence an acquisition must return
 		foreign bool          // the acquisition must find another install's live claim
+		floor   int32         // acquire with this floor (AcquireFrom)
+		del     bool          // delete the Lease by hand instead of acquiring
 	}
 	tests := []struct {
 		name  string
@@ -160,6 +162,11 @@ func TestClaimEpochsOnlyGrow(t *testing.T) {
 		{"a stale release frees nothing", []step{{who: "a", fence: 0}, {who: "b", advance: 16 * time.Second, fence: 1},
 			{who: "a", release: true}, {who: "a", foreign: true}, {who: "b", release: true}, {who: "a", fence: 2},
 			{who: "a", release: true}, {who: "a2", fence: 3}}},
+		{"a Lease deleted by hand is made anew at the floor", []step{{who: "a", fence: 0}, {who: "a", release: true},
+			{who: "a", fence: 1}, {del: true}, {who: "a", floor: 2, fence: 2}, {who: "a", fence: 2}}},
+		{"a floor lifts one's own live claim", []step{{who: "a", fence: 0}, {who: "a", floor: 5, fence: 5}, {who: "a", fence: 5}}},
+		{"a floor below the count changes nothing", []step{{who: "a", fence: 0}, {who: "a", release: true}, {who: "b", fence: 1},
+			{who: "b", release: true}, {who: "a", floor: 1, fence: 2}}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,7 +187,14 @@ func TestClaimEpochsOnlyGrow(t *testing.T) {
 					}
 					continue
 				}
-				cl, err := who[st.who].Acquire(t.Context(), s)
+				if st.del {
+					l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: Name(s.UID)}}
+					if err := c.Delete(t.Context(), l); err != nil {
+						t.Fatalf("step %d: delete the Lease: %v", n, err)
+					}
+					continue
+				}
+				cl, err := who[st.who].AcquireFrom(t.Context(), s, st.floor)
 				var f *Foreign
 				if st.foreign {
 					if !errors.As(err, &f) {
@@ -373,5 +387,44 @@ func TestFirstClaimIsOneRequest(t *testing.T) {
 	}
 	if got := log.Take(); !maps.Equal(got, map[string]int{http.MethodGet: 1, http.MethodPut: 1}) || third.Fence != again.Fence+1 {
 		t.Errorf("claim of a session driven before: requests %v, fence %d; want GET and PUT, fence %d", got, third.Fence, again.Fence+1)
+	}
+}
+
+// Behind says whether this instance's live claim counts below (or, under
+// another holder, equal to) a driver a workspace saw: only then was its
+// Lease made anew. A claim another instance holds, or none, is not behind.
+func TestBehind(t *testing.T) {
+	c := apiClient(t)
+	a := &Claims{Client: c, Reader: c, Me: Holder{Install: "ns-a/ao", Pod: "ao-1"}}
+	b := &Claims{Client: c, Reader: c, Me: Holder{Install: "ns-b/ao", Pod: "ao-9"}}
+	tests := []struct {
+		name   string
+		holder *Claims // who acquires the claim first (nil: nobody)
+		floor  int32   // at this count
+		seen   string  // the driver the workspace saw
+		epoch  int64
+		want   bool
+	}{
+		{"mine at 0, an earlier pod seen at 5", a, 0, "ns-a/ao/ao-0", 5, true},
+		{"mine at 0, myself seen at 5", a, 0, "ns-a/ao/ao-1", 5, true},
+		{"mine at 5, another holder seen at 5", a, 5, "ns-a/ao/ao-0", 5, true},
+		{"mine at 5, myself seen at 5", a, 5, "ns-a/ao/ao-1", 5, false},
+		{"mine at 6, another seen at 5", a, 6, "ns-b/ao/ao-9", 5, false},
+		{"another install's live claim at 0, it seen at 4", b, 0, "ns-b/ao/ao-9", 4, false},
+		{"no claim", nil, 0, "ns-b/ao/ao-9", 4, false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := sessionNamed(t, c, fmt.Sprintf("behind-%d", i))
+			if tt.holder != nil {
+				if _, err := tt.holder.AcquireFrom(t.Context(), s, tt.floor); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := a.Behind(t.Context(), s.Namespace, s.UID, tt.seen, tt.epoch)
+			if err != nil || got != tt.want {
+				t.Errorf("Behind = %t, %v; want %t", got, err, tt.want)
+			}
+		})
 	}
 }

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agent-operator/agent-operator/internal/claim"
 	"github.com/agent-operator/agent-operator/internal/executor"
@@ -35,16 +39,31 @@ func driverOf(me claim.Holder, cl *claim.Claim) Driver {
 // The controller is told to leave the session alone for a claim's duration
 // (Progress.Foreign), so a workspace that keeps refusing (its owner record
 // tampered with) is retried at that pace rather than at once.
+//
+// A refusal naming a later epoch than this instance's claim, or the same
+// epoch under another holder, while this instance holds the claim, means
+// the claim's Lease counts lower than before: it was made anew (deleted by
+// hand, it counts from 0 again), perhaps by another pod of the install
+// after a restart. Waiting would not help (the count never catches up by
+// itself), so the runner stops without Foreign and the next runner, started
+// at once, takes the claim past that epoch (fenceFloors). Its acquisition
+// still reads the Lease: a newer driver that really holds it (this instance
+// was paused past its claim) is found there and waited for. Once per claim's
+// duration: a workload that keeps writing later epochs into its owner
+// records is retried at the Foreign pace.
 func (s *session) superseded(err error) {
 	s.superOnce.Do(func() {
 		var re *executor.RemoteError
+		var owner *executor.Owner
 		newer := "a newer driver"
 		if errors.As(err, &re) && re.Owner != nil {
-			newer = fmt.Sprintf("%q (claim epoch %d)", re.Owner.Holder, re.Owner.Epoch)
+			owner = re.Owner
+			newer = fmt.Sprintf("%q (claim epoch %d)", owner.Holder, owner.Epoch)
 		}
+		madeAnew := s.leaseMadeAnew(owner)
 		s.mu.Lock()
 		stopping := s.mode != stopNone
-		if !stopping {
+		if !stopping && !madeAnew {
 			s.prog.Foreign = newer + ", per the workspace's owner record"
 			s.prog.ForeignUntil = s.r.opts.Now().Add(claim.DefaultDuration)
 		}
@@ -52,10 +71,90 @@ func (s *session) superseded(err error) {
 		if stopping {
 			return // already stopping for another reason, which stands
 		}
-		s.log.Info("Superseded: the workspace refuses this instance as the session's driver; stopping at once",
-			"reason", err.Error())
+		if madeAnew {
+			s.log.Info("The workspace saw the session driven at a later claim epoch than this instance's claim (the claim's Lease was made anew); taking the claim again past that epoch",
+				"claimEpoch", s.driver.Epoch, "workspaceHolder", owner.Holder, "workspaceEpoch", owner.Epoch)
+		} else {
+			s.log.Info("Superseded: the workspace refuses this instance as the session's driver; stopping at once",
+				"reason", err.Error())
+		}
 		s.stop(stopDetach)
 	})
+}
+
+// maxFenceFloor bounds the epochs a workspace's owner record can lift a
+// claim's fence to, leaving the Lease's int32 count room to grow.
+const maxFenceFloor = 1 << 30
+
+// leaseMadeAnew reports whether owner, the driver a workspace refused this
+// one for, is ahead of the claim this instance holds (claim.Claims.Behind:
+// a later epoch, or the same under another holder), and then records the
+// epoch after it as the session's fence floor, at most once per claim's
+// duration.
+func (s *session) leaseMadeAnew(owner *executor.Owner) bool {
+	c := s.r.opts.Claims
+	if owner == nil || c == nil || s.driver == (Driver{}) ||
+		owner.Epoch < s.driver.Epoch || owner.Epoch == s.driver.Epoch && owner.Holder == s.driver.Holder ||
+		owner.Epoch >= maxFenceFloor {
+		return false
+	}
+	return s.r.floors.raise(s.obj.UID, int32(owner.Epoch+1), s.r.opts.Now(), func() bool {
+		ctx, cancel := context.WithTimeout(s.ctx, behindReadTimeout)
+		defer cancel()
+		behind, err := c.Behind(ctx, s.obj.Namespace, s.obj.UID, owner.Holder, owner.Epoch)
+		if err != nil {
+			s.log.Info("Could not read the session's claim after the workspace refused this instance", "reason", err.Error())
+		}
+		return behind
+	})
+}
+
+// behindReadTimeout bounds the claim read of leaseMadeAnew; a claim that
+// cannot be read is not taken for made anew.
+const behindReadTimeout = 5 * time.Second
+
+// fenceFloors remembers, per session, the epoch this instance's next claim
+// must be taken at or past (claim.Claims.AcquireFrom).
+type fenceFloors struct {
+	mu sync.Mutex
+	m  map[types.UID]fenceFloor
+}
+
+type fenceFloor struct {
+	epoch int32
+	at    time.Time
+}
+
+// raise sets uid's floor to epoch when none was set within a claim's
+// duration before now and behind (called without the lock) says so, and
+// reports whether it did. Floors older than that are dropped: the claim
+// taken past them keeps its count.
+func (f *fenceFloors) raise(uid types.UID, epoch int32, now time.Time, behind func() bool) bool {
+	f.mu.Lock()
+	for u, fl := range f.m {
+		if now.Sub(fl.at) >= claim.DefaultDuration {
+			delete(f.m, u)
+		}
+	}
+	_, recent := f.m[uid]
+	f.mu.Unlock()
+	if recent || !behind() {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = make(map[types.UID]fenceFloor)
+	}
+	f.m[uid] = fenceFloor{epoch: epoch, at: now}
+	return true
+}
+
+// floor is uid's fence floor (0 without one).
+func (f *fenceFloors) floor(uid types.UID) int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m[uid].epoch
 }
 
 // ownerCheckedEnv passes every call to env and stops the session (before

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,8 +14,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agent-operator/agent-operator/api/v1alpha1"
 	"github.com/agent-operator/agent-operator/internal/claim"
@@ -172,5 +177,156 @@ func TestDriverOfAClaim(t *testing.T) {
 				t.Errorf("driverOf = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// callOwnerEnv is a served executor whose calls carry owner as their call
+// owner, as k8senv's do on a pod's shared stream.
+type callOwnerEnv struct {
+	*executor.Client
+	owner executor.Owner
+}
+
+func (e callOwnerEnv) ctx(ctx context.Context) context.Context {
+	return executor.ContextWithCallOwner(ctx, e.owner)
+}
+
+func (e callOwnerEnv) ReadFile(ctx context.Context, p string, o tool.ReadOptions) (*tool.FileContent, error) {
+	return e.Client.ReadFile(e.ctx(ctx), p, o)
+}
+func (e callOwnerEnv) WriteFile(ctx context.Context, p string, c []byte) error {
+	return e.Client.WriteFile(e.ctx(ctx), p, c)
+}
+func (e callOwnerEnv) DeleteFile(ctx context.Context, p string) error {
+	return e.Client.DeleteFile(e.ctx(ctx), p)
+}
+func (e callOwnerEnv) FileExists(ctx context.Context, p string) (bool, error) {
+	return e.Client.FileExists(e.ctx(ctx), p)
+}
+func (e callOwnerEnv) ListDirectory(ctx context.Context, p string, depth int) ([]tool.DirEntry, error) {
+	return e.Client.ListDirectory(e.ctx(ctx), p, depth)
+}
+func (e callOwnerEnv) ExecCommand(ctx context.Context, cmd string, o tool.ExecOptions) (*tool.ExecResult, error) {
+	return e.Client.ExecCommand(e.ctx(ctx), cmd, o)
+}
+func (e callOwnerEnv) Grep(ctx context.Context, pattern, p string, o tool.GrepOptions) (*tool.GrepResult, error) {
+	return e.Client.Grep(e.ctx(ctx), pattern, p, o)
+}
+func (e callOwnerEnv) Glob(ctx context.Context, pattern, p string) ([]string, error) {
+	return e.Client.Glob(e.ctx(ctx), pattern, p)
+}
+
+// TestClaimMadeAnewIsTakenPastTheWorkspacesEpoch: the workspace saw an
+// earlier pod of this install drive the session at epoch 5, then the
+// session's claim Lease was deleted by hand; this instance makes it anew at
+// epoch 0 and the workspace refuses it. Nobody else holds the claim: the
+// runner stops without telling the controller to wait a claim's duration
+// (the old code waited, then made the claim at 0 again, forever), and the
+// next runner (the controller starts one at once) takes the claim past
+// epoch 5 and the session runs its command, once. A workload that writes a
+// later epoch again within a claim's duration gets the usual wait; after
+// it, the floor is raised again.
+func TestClaimMadeAnewIsTakenPastTheWorkspacesEpoch(t *testing.T) {
+	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
+	api := apiClient(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "made-anew"},
+		Data: map[string]string{"script.yaml": `turns:
+- toolCalls:
+  - name: shell
+    arguments: {command: "echo ran >> runs.log"}
+- text: done
+`}}
+	if err := api.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	dir, owners := t.TempDir(), t.TempDir()
+	me := claim.Holder{Install: "ns-a/ao", Pod: "ao-1"}
+	uid := types.UID("uid-made-anew")
+	recordOwner := func(holder string, epoch int64) {
+		t.Helper()
+		c, err := servedExecutor(t, t.TempDir(), owners, executor.Owner{SessionUID: string(uid), Holder: holder, Epoch: epoch})
+		if err != nil {
+			t.Fatalf("record epoch %d: %v", epoch, err)
+		}
+		if _, err := c.FileExists(t.Context(), "."); err != nil {
+			t.Fatalf("record epoch %d: %v", epoch, err)
+		}
+	}
+	recordOwner("ns-a/ao/ao-0", 5)
+
+	var mu sync.Mutex
+	var epochs []int64
+	now := time.Now()
+	r, obj := startScriptSession(t, Options{Reader: api, Journals: pub,
+		Claims: &claim.Claims{Client: api, Reader: api, Me: me},
+		Now:    func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		Envs: func(_ context.Context, _ *agentsv1.AgentSession, _ string, d Driver) (tool.ExecutionEnvironment, error) {
+			mu.Lock()
+			epochs = append(epochs, d.Epoch)
+			mu.Unlock()
+			c, err := servedExecutor(t, dir, owners, executor.Owner{})
+			if err != nil {
+				return nil, err
+			}
+			return callOwnerEnv{Client: c, owner: executor.Owner{SessionUID: string(uid), Holder: d.Holder, Epoch: d.Epoch}}, nil
+		}}, cm.Name, uid)
+
+	ended := func(what string) Progress {
+		t.Helper()
+		end := waitProgress(t, r, uid, what, func(p Progress) bool { return p.Done })
+		r.Forget(uid) // what the controller does once it wrote the ended runner's status
+		return end
+	}
+	ensure := func() {
+		t.Helper()
+		if err := r.Ensure(obj, "pod"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The Lease made anew at 0 is refused; no wait, the next runner takes it at 6.
+	end := ended("the runner refused at epoch 0 ended")
+	if end.Foreign != "" || end.Phase.IsFinal() {
+		t.Fatalf("the refused runner ended with Foreign %q, phase %s (%s); want neither: nobody else drives the session", end.Foreign, end.Phase, end.Error)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "runs.log")); err == nil {
+		t.Fatal("the refused driver ran the command")
+	}
+	// A workload writes a later epoch at once: the usual wait.
+	recordOwner(me.String(), 9)
+	ensure()
+	end = ended("the runner refused at epoch 6 ended")
+	if !strings.Contains(end.Foreign, "(claim epoch 9)") {
+		t.Fatalf("a second refusal within a claim's duration ended with Foreign %q, want the wait naming epoch 9", end.Foreign)
+	}
+	// A claim's duration later the floor is raised again, and the session runs.
+	mu.Lock()
+	now = now.Add(claim.DefaultDuration)
+	mu.Unlock()
+	ensure()
+	end = ended("the runner refused at epoch 6 again ended")
+	if end.Foreign != "" {
+		t.Fatalf("a refusal a claim's duration later ended with Foreign %q, want none", end.Foreign)
+	}
+	ensure()
+	end = waitProgress(t, r, uid, "the session ended", func(p Progress) bool { return p.Done })
+	if end.Phase != agentsv1.PhaseSucceeded || end.Foreign != "" {
+		t.Fatalf("phase %s (%s), Foreign %q; want Succeeded", end.Phase, end.Error, end.Foreign)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "runs.log")); err != nil || string(b) != "ran\n" {
+		t.Errorf("runs.log = %q, %v; want the command run once", b, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Each ended runner released the claim, so the next one counts on
+	// (7 is 6's release taken again); the floors lift 0 to 6 and 8 to 10.
+	if want := []int64{0, 6, 7, 10}; !slices.Equal(epochs, want) {
+		t.Errorf("claim epochs of the runners = %v, want %v", epochs, want)
+	}
+	l := &coordinationv1.Lease{}
+	if err := api.Get(t.Context(), client.ObjectKey{Namespace: obj.Namespace, Name: claim.Name(uid)}, l); err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(l.Spec.LeaseTransitions, 0); got != 10 {
+		t.Errorf("the Lease's transitions = %d, want 10", got)
 	}
 }

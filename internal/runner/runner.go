@@ -151,6 +151,10 @@ type Runner struct {
 	// the sessions of one ConfigMap revision.
 	scripts *scriptCache
 
+	// floors are the fences the sessions' next claims are taken past
+	// (owner.go).
+	floors fenceFloors
+
 	mu       sync.Mutex
 	sessions map[types.UID]*session
 	pods     map[types.NamespacedName]int // runners per workspace pod

@@ -293,7 +293,7 @@ func (s *session) claim() (*claim.Claim, bool) {
 	if s.r.opts.Claims == nil {
 		return nil, true
 	}
-	cl, err := s.r.opts.Claims.Acquire(s.ctx, s.obj)
+	cl, err := s.r.opts.Claims.AcquireFrom(s.ctx, s.obj, s.r.floors.floor(s.obj.UID))
 	if err == nil {
 		s.mu.Lock()
 		s.prog.Owner = s.r.opts.Claims.Me.String()
