@@ -93,9 +93,7 @@ const maxFenceFloor = 1 << 30
 // duration.
 func (s *session) leaseMadeAnew(owner *executor.Owner) bool {
 	c := s.r.opts.Claims
-	if owner == nil || c == nil || s.driver == (Driver{}) ||
-		owner.Epoch < s.driver.Epoch || owner.Epoch == s.driver.Epoch && owner.Holder == s.driver.Holder ||
-		owner.Epoch >= maxFenceFloor {
+	if owner == nil || c == nil || owner.Epoch >= maxFenceFloor {
 		return false
 	}
 	return s.r.floors.raise(s.obj.UID, int32(owner.Epoch+1), s.r.opts.Now(), func() bool {

@@ -3,12 +3,14 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -225,7 +227,8 @@ func (e callOwnerEnv) Glob(ctx context.Context, pattern, p string) ([]string, er
 // next runner (the controller starts one at once) takes the claim past
 // epoch 5 and the session runs its command, once. A workload that writes a
 // later epoch again within a claim's duration gets the usual wait; after
-// it, the floor is raised again.
+// it, the floor is raised again. So does a refusal while the API server
+// does not answer the claim's read.
 func TestClaimMadeAnewIsTakenPastTheWorkspacesEpoch(t *testing.T) {
 	_, pub := eventstest.Start(t, events.EmbeddedOptions{}, events.PublisherOptions{})
 	api := apiClient(t)
@@ -257,8 +260,10 @@ func TestClaimMadeAnewIsTakenPastTheWorkspacesEpoch(t *testing.T) {
 	var mu sync.Mutex
 	var epochs []int64
 	now := time.Now()
+	leases := &leaseReads{Reader: api}
+	leases.down.Store(true) // until the first refusal: the API server does not answer claim reads
 	r, obj := startScriptSession(t, Options{Reader: api, Journals: pub,
-		Claims: &claim.Claims{Client: api, Reader: api, Me: me},
+		Claims: &claim.Claims{Client: api, Reader: leases, Me: me},
 		Now:    func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
 		Envs: func(_ context.Context, _ *agentsv1.AgentSession, _ string, d Driver) (tool.ExecutionEnvironment, error) {
 			mu.Lock()
@@ -283,8 +288,17 @@ func TestClaimMadeAnewIsTakenPastTheWorkspacesEpoch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The Lease made anew at 0 is refused; no wait, the next runner takes it at 6.
-	end := ended("the runner refused at epoch 0 ended")
+	// The Lease made anew at 0 is refused while the claim cannot be read:
+	// not taken for made anew, the usual wait.
+	end := ended("the runner refused while the claim cannot be read ended")
+	if !strings.Contains(end.Foreign, "(claim epoch 5)") {
+		t.Fatalf("a refusal while the claim cannot be read ended with Foreign %q, want the wait naming epoch 5", end.Foreign)
+	}
+	// With the API server back, the Lease (released at 0, taken at 1) is
+	// refused; no wait, the next runner takes it at 6.
+	leases.down.Store(false)
+	ensure()
+	end = ended("the runner refused at epoch 1 ended")
 	if end.Foreign != "" || end.Phase.IsFinal() {
 		t.Fatalf("the refused runner ended with Foreign %q, phase %s (%s); want neither: nobody else drives the session", end.Foreign, end.Phase, end.Error)
 	}
@@ -318,8 +332,8 @@ func TestClaimMadeAnewIsTakenPastTheWorkspacesEpoch(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	// Each ended runner released the claim, so the next one counts on
-	// (7 is 6's release taken again); the floors lift 0 to 6 and 8 to 10.
-	if want := []int64{0, 6, 7, 10}; !slices.Equal(epochs, want) {
+	// (7 is 6's release taken again); the floors lift 2 to 6 and 8 to 10.
+	if want := []int64{0, 1, 6, 7, 10}; !slices.Equal(epochs, want) {
 		t.Errorf("claim epochs of the runners = %v, want %v", epochs, want)
 	}
 	l := &coordinationv1.Lease{}
@@ -329,4 +343,18 @@ func TestClaimMadeAnewIsTakenPastTheWorkspacesEpoch(t *testing.T) {
 	if got := ptr.Deref(l.Spec.LeaseTransitions, 0); got != 10 {
 		t.Errorf("the Lease's transitions = %d, want 10", got)
 	}
+}
+
+// leaseReads is a Reader whose reads of Leases fail, as against an API
+// server that does not answer, while down is set.
+type leaseReads struct {
+	client.Reader
+	down atomic.Bool
+}
+
+func (r *leaseReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*coordinationv1.Lease); ok && r.down.Load() {
+		return fmt.Errorf("get lease %s: %w", key, context.DeadlineExceeded)
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
 }
